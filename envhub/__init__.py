@@ -1,0 +1,1 @@
+"""envhub: versioned, verifiable environments for RL with LLM agents."""

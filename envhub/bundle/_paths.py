@@ -1,0 +1,39 @@
+"""Paths inside a bundle: resolving them without ever leaving the bundle directory."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+#: Directories that are never part of a bundle.
+SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".venv", "venv", ".mypy_cache",
+                          ".pytest_cache", ".ruff_cache", "node_modules", ".envhub"})
+
+
+def resolve_inside(root: Path, relative: str) -> tuple[Path, str | None]:
+    """Resolve ``relative`` under ``root``, following symlinks.
+
+    Returns the resolved path and, if it is unusable, why: it does not exist, or a
+    symlink on the way leads outside the bundle.
+    """
+    root = root.resolve()
+    target = (root / relative).resolve()
+    if not target.is_relative_to(root):
+        return target, f"symlink leaves the bundle (it resolves to {target})"
+    if not target.exists():
+        return target, "not found"
+    return target, None
+
+
+def escaping_symlinks(root: Path) -> Iterator[tuple[str, Path]]:
+    """Every symlink under ``root`` whose target lies outside it (or dangles outside)."""
+    real_root = root.resolve()
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d not in SKIPPED_DIRS]
+        for name in [*dirnames, *filenames]:
+            path = Path(dirpath, name)
+            if path.is_symlink():
+                target = path.resolve()
+                if not target.is_relative_to(real_root):
+                    yield path.relative_to(root).as_posix(), target

@@ -1,0 +1,219 @@
+"""``envhub validate``: check a bundle directory against its manifest, gathering every
+problem. Nothing here imports environment code."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from envhub.bundle._paths import escaping_symlinks, resolve_inside
+from envhub.manifest import MANIFEST_FILENAME, Manifest, parse_manifest
+from envhub.manifest._locate import locate
+from envhub.manifest._models import CodeTests, ExactMatch, JsonMatch, LlmJudge, Numeric, RegexMatch, Rubric
+from envhub.problems import Problem, Report
+from envhub.tasks import DEFAULT_MAX_LINE_BYTES, SplitScan, scan_jsonl, scan_parquet
+
+__all__ = ["BundleCheck", "SplitFacts", "validate_bundle"]
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+@dataclass
+class SplitFacts:
+    name: str
+    held_out: bool
+    rows: int | None = None
+    sha256: str | None = None
+
+
+@dataclass
+class BundleCheck:
+    """The outcome of validating one bundle directory."""
+
+    path: Path
+    manifest: Manifest | None
+    problems: list[Problem] = field(default_factory=list)
+    splits: list[SplitFacts] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not any(p.severity == "error" for p in self.problems)
+
+    def to_dict(self) -> dict[str, object]:
+        env = self.manifest.environment if self.manifest else None
+        return {
+            "path": str(self.path),
+            "name": env.name if env else None,
+            "version": env.version if env else None,
+            "ok": self.ok,
+            "splits": [vars(s) for s in self.splits],
+        }
+
+
+def validate_bundle(path: str | Path, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> BundleCheck:
+    """Validate the bundle at ``path`` (a directory, or its ``envhub.toml``)."""
+    path = Path(path)
+    root = path.parent if path.name == MANIFEST_FILENAME and path.is_file() else path
+    manifest_path = root / MANIFEST_FILENAME
+    display_root = root.as_posix()
+
+    def shown(rel: str) -> str:
+        return f"{display_root}/{rel}" if display_root not in ("", ".") else rel
+
+    manifest_file = shown(MANIFEST_FILENAME)
+    if not root.is_dir():
+        problem = Problem("error", "not-found", "no such directory", file=str(path),
+                          hint="pass a bundle directory (one with an envhub.toml)")
+        return BundleCheck(root, None, [problem])
+    try:
+        source = manifest_path.read_bytes()
+    except FileNotFoundError:
+        problem = Problem("error", "no-manifest", f"no {MANIFEST_FILENAME} in this directory", file=str(root),
+                          hint=f"run 'envhub init NAMESPACE/NAME {root}' to create one")
+        return BundleCheck(root, None, [problem])
+    manifest, problems = parse_manifest(source, file=manifest_file)
+    check = BundleCheck(root, manifest, problems)
+    if manifest is None:
+        return check
+    text = source.decode("utf-8")
+
+    def at(field: str, *loc: str) -> dict[str, object]:
+        position = locate(text, loc)
+        return {"file": manifest_file, "field": field,
+                "line": position[0] if position else None, "column": position[1] if position else None}
+
+    check.problems.extend(_referenced_files(root, manifest, at))
+    for rel, target in escaping_symlinks(root):
+        check.problems.append(Problem("error", "symlink-escapes", f"symlink leaves the bundle (it points to {target})",
+                                      file=shown(rel), hint="copy the file into the bundle instead of linking to it"))
+    check.problems.extend(_splits(root, manifest, check, shown, at, max_line_bytes))
+    check.problems.extend(_warnings(manifest, at))
+    return check
+
+
+def _referenced_files(root: Path, m: Manifest, at) -> Iterator[Problem]:  # type: ignore[no-untyped-def]
+    """Files named by the manifest (other than task files) exist, inside the bundle."""
+    refs: list[tuple[str, tuple[str, ...], str, str]] = []  # field, loc, path, expected kind
+    if m.harness.system_prompt:
+        refs.append(("harness.system-prompt", ("harness", "system-prompt"), m.harness.system_prompt, "file"))
+    if m.state.snapshot:
+        kind = "dir" if m.state.kind == "files" else "sqlite"
+        refs.append(("state.snapshot", ("state", "snapshot"), m.state.snapshot, kind))
+    verifiers = m.verifier.criteria if isinstance(m.verifier, Rubric) else [m.verifier]
+    for i, v in enumerate(verifiers):
+        if isinstance(v, LlmJudge) and v.rubric:
+            prefix = f"verifier.criteria[{i}]" if isinstance(m.verifier, Rubric) else "verifier"
+            refs.append((f"{prefix}.rubric", ("verifier", "criteria", "rubric"), v.rubric, "file"))
+    for field_name, loc, rel, kind in refs:
+        target, why = resolve_inside(root, rel)
+        if why is None:
+            if kind == "dir" and not target.is_dir():
+                why = "is not a directory (state kind 'files' copies a directory)"
+            elif kind != "dir" and not target.is_file():
+                why = "is not a file"
+            elif kind == "sqlite" and target.read_bytes()[:16] != _SQLITE_MAGIC:
+                why = "is not an SQLite database"
+        if why is not None:
+            hint = "create it, or fix the path (relative to envhub.toml)" if why == "not found" else None
+            yield Problem("error", "bad-path", f"{rel!r} {why}", hint=hint, **at(field_name, *loc))
+
+
+def _required_fields(m: Manifest) -> tuple[list[str], list[str]]:
+    fields = [m.tasks.prompt_field]
+    numeric = []
+    if m.tasks.difficulty_field:
+        fields.append(m.tasks.difficulty_field)
+        numeric.append(m.tasks.difficulty_field)
+    verifiers = m.verifier.criteria if isinstance(m.verifier, Rubric) else [m.verifier]
+    for v in verifiers:
+        if isinstance(v, (ExactMatch, Numeric, JsonMatch)):
+            fields.append(v.field)
+        elif isinstance(v, CodeTests):
+            fields.append(v.tests_field)
+        elif isinstance(v, RegexMatch) and v.pattern_field:
+            fields.append(v.pattern_field)
+    return list(dict.fromkeys(fields)), numeric
+
+
+def _splits(root: Path, m: Manifest, check: BundleCheck, shown, at, max_line_bytes: int) -> Iterator[Problem]:  # type: ignore[no-untyped-def]
+    fields, numeric = _required_fields(m)
+    scans: dict[str, SplitScan] = {}
+    for name, split in m.tasks.splits.items():
+        facts = SplitFacts(name, split.held_out)
+        check.splits.append(facts)
+        if split.path is None:  # generator splits: nothing to read without running code
+            facts.rows = split.seeds[1] - split.seeds[0] if split.seeds else None
+            continue
+        where = at(f"tasks.splits.{name}.path", "tasks", "splits", name, "path")
+        target, why = resolve_inside(root, split.path)
+        if why is None and not target.is_file():
+            why = "is not a file"
+        if why is not None:
+            if split.held_out and why == "not found" and split.rows is not None and split.sha256:
+                # A built bundle: the held-out file was moved to the private store, and
+                # the manifest records its count and digest instead.
+                facts.rows, facts.sha256 = split.rows, split.sha256
+                continue
+            hint = f"create {split.path}, or fix the path (relative to envhub.toml)" if why == "not found" else None
+            yield Problem("error", "bad-path", f"task file {split.path!r} {why}", hint=hint, **where)
+            continue
+        display = shown(split.path)
+        if m.tasks.format == "parquet":
+            scan = scan_parquet(target, display=display, id_field=m.tasks.id_field, fields=fields, numeric_fields=numeric)
+        else:
+            scan = scan_jsonl(target, display=display, id_field=m.tasks.id_field, fields=fields,
+                              numeric_fields=numeric, max_line_bytes=max_line_bytes)
+        facts.rows, facts.sha256 = scan.rows, scan.sha256
+        scans[name] = scan
+        yield from scan.problems
+        if scan.rows == 0 and not scan.problems:
+            yield Problem("error", "empty-split", f"split {name!r} has no tasks", file=display,
+                          hint="add tasks to the file, or remove the split")
+        if split.rows is not None and split.rows != scan.rows:
+            yield Problem("error", "rows-mismatch", f"the manifest records rows = {split.rows}, but the file has {scan.rows}",
+                          hint="update or remove 'rows'", **at(f"tasks.splits.{name}.rows", "tasks", "splits", name, "rows"))
+        if split.sha256 is not None and split.sha256 != scan.sha256:
+            yield Problem("error", "digest-mismatch", f"the manifest records sha256 = {split.sha256[:12]}..., but the file's is {scan.sha256[:12]}...",
+                          hint="the file changed since it was recorded: update or remove 'sha256'",
+                          **at(f"tasks.splits.{name}.sha256", "tasks", "splits", name, "sha256"))
+    yield from _ids_across_splits(m, scans, shown)
+
+
+def _ids_across_splits(m: Manifest, scans: dict[str, SplitScan], shown) -> Iterator[Problem]:  # type: ignore[no-untyped-def]
+    names = list(scans)
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            small, large = sorted((a, b), key=lambda n: len(scans[n].ids))
+            shared = [task_id for task_id in scans[small].ids if task_id in scans[large].ids]
+            for task_id in shared[:10]:
+                line = scans[b].ids[task_id]
+                yield Problem("error", "duplicate-id",
+                              f"task id {task_id!r} is also in split {a!r} (line {scans[a].ids[task_id]})",
+                              file=shown(m.tasks.splits[b].path), line=line,
+                              hint="task ids must be unique across all splits")
+            if len(shared) > 10:
+                yield Problem("error", "duplicate-id", f"... and {len(shared) - 10} more ids shared by splits {a!r} and {b!r}",
+                              file=shown(m.tasks.splits[b].path))
+
+
+def _warnings(m: Manifest, at) -> Iterator[Problem]:  # type: ignore[no-untyped-def]
+    def warning(code: str, message: str, hint: str, field: str, *loc: str) -> Problem:
+        return Problem("warning", code, message, hint=hint, **at(field, *loc))
+
+    splits = m.tasks.splits
+    public = [n for n, s in splits.items() if not s.held_out]
+    if not public:
+        yield warning("only-held-out", "every split is held out, so nothing can be trained or evaluated in the open",
+                      "add a public split (e.g. train) or set held-out = false on one", "tasks.splits", "tasks", "splits")
+    if len(splits) > 1 and len(public) == len(splits):
+        yield warning("no-held-out", "no split is held out, so every evaluation set is public",
+                      "mark the test split held-out = true", "tasks.splits", "tasks", "splits")
+    if m.environment.canary is None:
+        yield warning("no-canary", "no canary: contamination of training sets cannot be detected",
+                      f"add canary = \"envhub-canary:{secrets.token_hex(16)}\" to [environment]",
+                      "environment.canary", "environment")
+    if not m.environment.description:
+        yield warning("no-description", "no description", "add description = \"...\" to [environment]",
+                      "environment.description", "environment")

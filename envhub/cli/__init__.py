@@ -1,0 +1,122 @@
+"""The ``envhub`` command.
+
+Subcommands live one group per module and are imported only when invoked, so
+``envhub --help`` stays as fast as importing click. :func:`main` is the one error
+boundary: known errors become a message on stderr and an exit code
+(:class:`envhub.errors.ExitCode`); a traceback is shown only with ``ENVHUB_DEBUG=1``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
+
+import click
+
+from envhub._version import __version__
+
+__all__ = ["cli", "main"]
+
+# name -> (module:attribute, one-line help). The help is repeated here so that listing
+# commands imports none of them.
+_COMMANDS: dict[str, tuple[str, str]] = {
+    "init": ("envhub.cli.init:init", "Create a new environment bundle that validates as created."),
+    "validate": ("envhub.cli.validate:validate", "Check bundles against their manifests, reporting every problem."),
+    "info": ("envhub.cli.info:info", "Describe an environment: metadata, protocol, verifier, splits."),
+    "canary": ("envhub.cli.canary:canary", "Print a fresh contamination canary for [environment]."),
+    "schema": ("envhub.cli.schema:schema", "Print the JSON Schema of the manifest."),
+}
+
+
+class _LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*_COMMANDS, *self.commands})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.commands:
+            return self.commands[name]
+        if name not in _COMMANDS:
+            return None
+        module, _, attr = _COMMANDS[name][0].partition(":")
+        command: click.Command = getattr(importlib.import_module(module), attr)
+        self.add_command(command, name)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        rows = [(name, _COMMANDS[name][1]) for name in sorted(_COMMANDS)]
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> tuple[Any, ...]:
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and self.get_command(ctx, name) is None:
+            import difflib
+
+            close = difflib.get_close_matches(name, self.list_commands(ctx), n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            ctx.fail(f"No such command {name!r}.{hint}")
+        return super().resolve_command(ctx, args)
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"], "show_default": True})
+@click.version_option(__version__, "-V", "--version", prog_name="envhub", message="%(prog)s %(version)s")
+@click.option("-v", "--verbose", count=True, help="More output; repeat for more.")
+@click.option("-q", "--quiet", count=True, help="Less output; repeat for less.")
+@click.pass_context
+def cli(ctx: click.Context, verbose: int, quiet: int) -> None:
+    """envhub: versioned, verifiable environments for RL with LLM agents.
+
+    Exit codes: 0 ok, 1 a check failed, 2 invalid usage or input, 3 internal error.
+    """
+    ctx.obj = {"verbosity": verbose - quiet}
+
+
+def main(argv: Sequence[str] | None = None) -> NoReturn:
+    """Run the CLI and exit with its code; the one place errors become exit codes."""
+    from envhub.errors import EnvhubError, ExitCode
+
+    try:
+        # Without standalone mode click returns ctx.exit()'s code instead of exiting.
+        returned = cli.main(args=list(argv) if argv is not None else None, prog_name="envhub",
+                            standalone_mode=False)
+        code: int = returned if isinstance(returned, int) else ExitCode.OK
+    except click.exceptions.Exit as e:
+        code = e.exit_code
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        code = ExitCode.INTERRUPTED
+    except click.ClickException as e:
+        e.show()
+        code = ExitCode.USAGE_ERROR
+    except EnvhubError as e:
+        if os.environ.get("ENVHUB_DEBUG") == "1":
+            import traceback
+
+            traceback.print_exc()
+        _print_error(e)
+        code = e.exit_code
+    except KeyboardInterrupt:
+        click.echo("Interrupted.", err=True)
+        code = ExitCode.INTERRUPTED
+    except BrokenPipeError:
+        # The reader went away (``envhub ... | head``): not an error of ours.
+        sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - silence the flush at exit
+        code = ExitCode.OK
+    except Exception as e:  # the boundary: anything else is a bug
+        if os.environ.get("ENVHUB_DEBUG") == "1":
+            import traceback
+
+            traceback.print_exc()
+        click.echo(f"envhub: internal error: {type(e).__name__}: {e}", err=True)
+        click.echo("  hint: rerun with ENVHUB_DEBUG=1 for a traceback, and report it", err=True)
+        code = ExitCode.INTERNAL_ERROR
+    sys.exit(code)
+
+
+def _print_error(e: Exception) -> None:
+    from envhub.cli._output import error_text
+
+    click.echo(error_text(e), err=True)

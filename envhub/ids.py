@@ -1,0 +1,167 @@
+"""The one grammar for environment ids.
+
+An environment is named ``namespace/name``. A reference to it may pin a version with
+``@`` (``acme/sql-shop@1.2.0``) or constrain it with a PEP 440 specifier
+(``acme/sql-shop>=1.2,<2``). Both halves of a name are lowercase ASCII letters, digits
+and ``. _ -``, start and end with a letter or digit, and contain neither ``--`` nor
+``..`` (the Hugging Face Hub refuses those in repo ids, and a name must be publishable
+to every registry backend).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
+from envhub.errors import InvalidIdError
+
+__all__ = [
+    "EnvName",
+    "EnvRef",
+    "parse_name",
+    "parse_ref",
+    "parse_specifier",
+    "parse_version",
+]
+
+_SEGMENT_MAX = 64
+_SEGMENT = re.compile(r"[a-z0-9](?:[a-z0-9._-]*[a-z0-9])?")
+# Where the name ends and a version constraint begins: '@' or a specifier operator.
+_CONSTRAINT_START = re.compile(r"\s*(@|[<>=!~])")
+_EXAMPLE = "'acme/sql-shop'"
+
+
+@dataclass(frozen=True, order=True)
+class EnvName:
+    """A namespaced environment name, ``namespace/name``."""
+
+    namespace: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
+class EnvRef:
+    """A name plus what versions it accepts.
+
+    ``version`` is set for an exact pin written ``name@version``; ``specifier`` for a
+    constraint written ``name>=1.2,<2``. Neither is set for a bare name (any version).
+    """
+
+    name: EnvName
+    specifier: SpecifierSet = SpecifierSet()
+    version: Version | None = None
+
+    @property
+    def pinned(self) -> Version | None:
+        """The one version this reference accepts, if it accepts exactly one."""
+        if self.version is not None:
+            return self.version
+        specs = list(self.specifier)
+        if len(specs) == 1 and specs[0].operator in ("==", "===") and "*" not in specs[0].version:
+            return Version(specs[0].version)
+        return None
+
+    def accepts(self, version: Version | str, *, prereleases: bool | None = None) -> bool:
+        """Whether ``version`` satisfies this reference (an exact pin always admits itself)."""
+        version = version if isinstance(version, Version) else Version(version)
+        if self.version is not None:
+            return version == self.version
+        return self.specifier.contains(version, prereleases=prereleases)
+
+    def __str__(self) -> str:
+        if self.version is not None:
+            return f"{self.name}@{self.version}"
+        return f"{self.name}{self.specifier}"
+
+
+def parse_name(text: str) -> EnvName:
+    """Parse ``namespace/name``; raise :class:`InvalidIdError` saying what is wrong."""
+    if not isinstance(text, str):
+        raise InvalidIdError(f"invalid environment id {text!r}: expected a string like {_EXAMPLE}")
+    parts = text.split("/")
+    if len(parts) != 2:
+        raise InvalidIdError(
+            f"invalid environment id {text!r}: expected 'namespace/name', e.g. {_EXAMPLE}",
+        )
+    for part, what in zip(parts, ("namespace", "name")):
+        _check_segment(text, part, what)
+    return EnvName(parts[0], parts[1])
+
+
+def _check_segment(text: str, part: str, what: str) -> None:
+    if not part:
+        raise InvalidIdError(f"invalid environment id {text!r}: the {what} is empty")
+    if len(part) > _SEGMENT_MAX:
+        raise InvalidIdError(
+            f"invalid environment id {text!r}: the {what} is {len(part)} characters long; "
+            f"the limit is {_SEGMENT_MAX}"
+        )
+    if _SEGMENT.fullmatch(part) and "--" not in part and ".." not in part:
+        return
+    lowered = part.lower()
+    if lowered != part and _SEGMENT.fullmatch(lowered):
+        suggestion = text.lower()
+        raise InvalidIdError(
+            f"invalid environment id {text!r}: ids are lowercase; did you mean {suggestion!r}?"
+        )
+    if "--" in part or ".." in part:
+        raise InvalidIdError(
+            f"invalid environment id {text!r}: the {what} {part!r} contains '--' or '..'"
+        )
+    bad = sorted({c for c in part if not (c.isascii() and (c.isalnum() or c in "._-"))})
+    if bad:
+        shown = ", ".join(repr(c) for c in bad)
+        raise InvalidIdError(
+            f"invalid environment id {text!r}: the {what} {part!r} contains {shown}; "
+            "use lowercase letters, digits, '.', '_' and '-'"
+        )
+    raise InvalidIdError(
+        f"invalid environment id {text!r}: the {what} {part!r} must start and end "
+        "with a letter or digit"
+    )
+
+
+def parse_version(text: str, *, context: str | None = None) -> Version:
+    """Parse a PEP 440 version; ``context`` names where it came from in the message."""
+    try:
+        return Version(text)
+    except (InvalidVersion, TypeError):
+        where = f" in {context!r}" if context else ""
+        raise InvalidIdError(
+            f"invalid version {text!r}{where}: not a PEP 440 version (e.g. '1.2.0', '2.0rc1')"
+        ) from None
+
+
+def parse_specifier(text: str, *, context: str | None = None) -> SpecifierSet:
+    """Parse a PEP 440 specifier set such as ``>=1.2,<2``; ``""`` and ``"*"`` mean any."""
+    if text.strip() in ("", "*"):
+        return SpecifierSet()
+    try:
+        return SpecifierSet(text)
+    except (InvalidSpecifier, TypeError):
+        where = f" in {context!r}" if context else ""
+        raise InvalidIdError(
+            f"invalid version specifier {text!r}{where}: expected PEP 440 clauses such as "
+            "'>=1.2,<2' or '==1.4.*'"
+        ) from None
+
+
+def parse_ref(text: str) -> EnvRef:
+    """Parse ``namespace/name``, ``namespace/name@1.2.0`` or ``namespace/name>=1.2,<2``."""
+    if not isinstance(text, str):
+        raise InvalidIdError(f"invalid environment id {text!r}: expected a string like {_EXAMPLE}")
+    stripped = text.strip()
+    match = _CONSTRAINT_START.search(stripped)
+    if match is None:
+        return EnvRef(parse_name(stripped))
+    name = parse_name(stripped[: match.start()])
+    rest = stripped[match.start() :].strip()
+    if rest.startswith("@"):
+        return EnvRef(name, version=parse_version(rest[1:].strip(), context=text))
+    return EnvRef(name, specifier=parse_specifier(rest, context=text))

@@ -1,0 +1,120 @@
+"""Read ``envhub.toml`` into a :class:`Manifest`, gathering every problem; write it back."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+from pydantic import ValidationError
+
+from envhub.errors import ManifestError
+from envhub.manifest._locate import locate
+from envhub.manifest._models import MANIFEST_VERSION, Manifest
+from envhub.manifest._problems import problems_from_validation
+from envhub.manifest._semantic import semantic_problems
+from envhub.problems import Problem
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+MANIFEST_FILENAME = "envhub.toml"
+_TOML_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
+
+
+def _error(file: str, code: str, message: str, *, hint: str | None = None,
+           line: int | None = None, column: int | None = None, field: str | None = None) -> Problem:
+    return Problem("error", code, message, file=file, line=line, column=column, field=field, hint=hint)
+
+
+def parse_manifest(source: str | bytes, *, file: str = MANIFEST_FILENAME) -> tuple[Manifest | None, list[Problem]]:
+    """Parse and validate manifest text. Returns the manifest (``None`` if invalid) and
+    every problem found; never raises for bad input."""
+    if isinstance(source, bytes):
+        try:
+            text = source.decode("utf-8")
+        except UnicodeDecodeError as e:
+            line = source.count(b"\n", 0, e.start) + 1
+            return None, [_error(file, "not-utf8", f"byte {e.start} is not valid UTF-8", line=line,
+                                 hint="save the file as UTF-8")]
+    else:
+        text = source
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        message = str(e)
+        line = getattr(e, "lineno", None)
+        column = getattr(e, "colno", None)
+        position = _TOML_POSITION.search(message)
+        if position:
+            line, column = int(position.group(1)), int(position.group(2))
+            message = message[: position.start()]
+        message = getattr(e, "msg", message)
+        return None, [_error(file, "invalid-toml", f"invalid TOML: {message}", line=line, column=column,
+                             hint="fix the TOML syntax at this position")]
+    return validate_manifest_data(data, file=file, text=text)
+
+
+def validate_manifest_data(data: dict[str, Any], *, file: str = MANIFEST_FILENAME, text: str = "") -> tuple[Manifest | None, list[Problem]]:
+    """Validate already-parsed manifest data (see :func:`parse_manifest`)."""
+    declared = data.get("manifest-version", MANIFEST_VERSION)
+    if isinstance(declared, int) and not isinstance(declared, bool) and declared > MANIFEST_VERSION:
+        position = locate(text, ["manifest-version"])
+        return None, [_error(
+            file, "unsupported-manifest-version",
+            f"manifest-version {declared} is newer than this envhub understands ({MANIFEST_VERSION})",
+            hint="upgrade envhub (pip install -U envhub-rl)", field="manifest-version",
+            line=position[0] if position else None, column=position[1] if position else None,
+        )]
+    try:
+        manifest = Manifest.model_validate(data, by_alias=True, by_name=False)
+    except ValidationError as e:
+        return None, problems_from_validation(e.errors(), data, file=file, text=text)
+    problems = []
+    for p in semantic_problems(manifest):
+        position = locate(text, _field_loc(p.field)) if p.field else None
+        problems.append(Problem(p.severity, p.code, p.message, file=file,
+                                line=position[0] if position else None,
+                                column=position[1] if position else None, field=p.field, hint=p.hint))
+    return (None if problems else manifest), problems
+
+
+def _field_loc(field: str) -> list[str]:
+    # 'dependencies."acme/a".x' -> ['dependencies', 'acme/a', 'x']; drop [n] indexes.
+    parts = re.findall(r'"((?:[^"\\]|\\.)*)"|([A-Za-z0-9_-]+)', re.sub(r"\[\d+\]", "", field))
+    return [quoted or plain for quoted, plain in parts]
+
+
+def load_manifest(path: str | Path) -> Manifest:
+    """Read ``envhub.toml`` (or the one inside a directory).
+
+    Raises :class:`ManifestError` with every problem found.
+    """
+    path = Path(path)
+    if path.is_dir():
+        path = path / MANIFEST_FILENAME
+    try:
+        source = path.read_bytes()
+    except FileNotFoundError:
+        raise ManifestError(
+            f"{path}: no manifest here",
+            [],
+            hint="run 'envhub init NAME DIR' to create one, or pass the bundle directory",
+        ) from None
+    except OSError as e:
+        raise ManifestError(f"{path}: cannot read the manifest: {e.strerror}", []) from e
+    manifest, problems = parse_manifest(source, file=str(path))
+    if manifest is None:
+        raise ManifestError(f"{path}: invalid manifest", problems)
+    return manifest
+
+
+def dump_manifest(manifest: Manifest) -> str:
+    """The manifest as TOML. Keys left at their defaults when loaded stay unwritten, so
+    ``dump_manifest(load_manifest(p))`` loads back to an equal manifest."""
+    data = manifest.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    return tomli_w.dumps(data)

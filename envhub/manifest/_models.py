@@ -1,0 +1,318 @@
+"""Pydantic models of ``envhub.toml``, manifest spec v1 (``spec/manifest.md``).
+
+An environment is E = <T, H, V, S, C>: ``[tasks]``, ``[harness]``, ``[verifier]``,
+``[state]`` and ``[config]``, plus ``[environment]`` metadata and ``[dependencies]``.
+Keys are kebab-case in TOML; unknown keys are errors. Validation here is per field; the
+checks that relate fields to each other live in :mod:`envhub.manifest._semantic`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from envhub.manifest._types import (
+    BundlePath,
+    Canary,
+    CriterionName,
+    EntryPoint,
+    EnvNameStr,
+    FieldName,
+    Regex,
+    RequirementStr,
+    Sha256,
+    SpecifierStr,
+    SplitName,
+    Tag,
+    VersionStr,
+)
+
+MANIFEST_VERSION = 1
+
+
+def _kebab(name: str) -> str:
+    return name.replace("_", "-")
+
+
+class _Model(BaseModel):
+    # strict: TOML has real types, so "3" is never silently an integer.
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        frozen=True,
+        alias_generator=_kebab,
+        populate_by_name=True,
+    )
+
+
+# --- [environment] ---------------------------------------------------------------------
+
+
+class EnvironmentSection(_Model):
+    """Who the environment is: its id, version and metadata."""
+
+    name: EnvNameStr = Field(description="Namespaced id, 'namespace/name'.")
+    version: VersionStr = Field(description="PEP 440 version; published versions are immutable.")
+    score_version: int = Field(
+        1, ge=1, description="Bump when rewards stop being comparable with earlier versions."
+    )
+    description: str = ""
+    license: str | None = Field(None, description="SPDX license expression.")
+    authors: list[str] = []
+    tags: list[Tag] = []
+    python_requires: SpecifierStr | None = None
+    python_dependencies: list[RequirementStr] = []
+    canary: Canary | None = Field(
+        None, description="Contamination canary: 'envhub-canary:' and 32 hex digits."
+    )
+
+
+# --- [tasks] ---------------------------------------------------------------------------
+
+
+class Split(_Model):
+    """One named split of tasks: a file (jsonl, parquet) or a seed range (generator)."""
+
+    path: BundlePath | None = Field(None, description="Task file, for jsonl and parquet.")
+    seeds: list[int] | None = Field(
+        None, description="[start, stop) seed range, for generator tasks."
+    )
+    held_out: bool = Field(False, description="Never published in the clear.")
+    rows: int | None = Field(None, ge=0, description="Recorded row count, checked by validate.")
+    sha256: Sha256 | None = Field(None, description="Recorded file digest, checked by validate.")
+    description: str = ""
+
+
+class TasksSection(_Model):
+    """T: the problems, in named splits."""
+
+    format: Literal["jsonl", "parquet", "generator"] = "jsonl"
+    id_field: FieldName = "id"
+    prompt_field: FieldName = "prompt"
+    difficulty_field: FieldName | None = None
+    generator: EntryPoint | None = Field(None, description="Task generator, for format = generator.")
+    splits: dict[SplitName, Split] = Field(min_length=1)
+
+
+# --- [harness] -------------------------------------------------------------------------
+
+
+class HarnessSection(_Model):
+    """H: how the model interacts with the environment."""
+
+    protocol: Literal["single-turn", "multi-turn", "tool-use"] = "single-turn"
+    system_prompt: BundlePath | None = None
+    max_turns: int | None = Field(None, ge=1)
+    tools: list[EntryPoint] = []
+    responder: EntryPoint | None = Field(
+        None, description="Multi-turn: the function that answers the model each turn."
+    )
+    context: Literal["full", "recent-turns"] = "full"
+    keep_turns: int | None = Field(None, ge=1, description="Turns kept by context = recent-turns.")
+
+
+# --- [verifier] ------------------------------------------------------------------------
+
+Normalization = Literal["strip", "lower", "collapse-whitespace", "strip-punctuation"]
+
+
+class ExactMatch(_Model):
+    """Reward 1 when the completion equals the task's field after normalisation."""
+
+    kind: Literal["exact-match"]
+    field: FieldName = "answer"
+    normalize: list[Normalization] = ["strip"]
+
+
+class Numeric(_Model):
+    """Reward 1 when the number read from the completion is within tolerance."""
+
+    kind: Literal["numeric"]
+    field: FieldName = "answer"
+    tolerance: float = Field(1e-6, ge=0)
+    relative_tolerance: float = Field(0.0, ge=0)
+    extract: Literal["auto", "boxed", "last-number"] = "auto"
+
+
+class RegexMatch(_Model):
+    """Reward 1 when the completion matches a pattern (fixed, or from a task field)."""
+
+    kind: Literal["regex"]
+    pattern: Regex | None = None
+    pattern_field: FieldName | None = None
+    ignore_case: bool = False
+    full_match: bool = False
+
+
+class JsonMatch(_Model):
+    """Reward 1 when the completion parses as JSON equal to (or a superset of) the field."""
+
+    kind: Literal["json-match"]
+    field: FieldName = "answer"
+    subset: bool = False
+
+
+class PythonVerifier(_Model):
+    """Reward from a function of the bundle's code (needs trust)."""
+
+    kind: Literal["python"]
+    entry_point: EntryPoint
+
+
+class CodeTests(_Model):
+    """Run the task's tests against the candidate code in a sandboxed subprocess."""
+
+    kind: Literal["code-tests"]
+    tests_field: FieldName = "tests"
+    language: Literal["python"] = "python"
+    timeout_s: float = Field(10.0, gt=0)
+    memory_mb: int = Field(512, ge=16)
+
+
+class LlmJudge(_Model):
+    """Ask a pinned judge model, through an OpenAI-compatible endpoint, to grade."""
+
+    kind: Literal["llm-judge"]
+    model: str = Field(min_length=1, description="Judge model, pinned.")
+    rubric: BundlePath | None = Field(None, description="Prompt file with the grading rubric.")
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    temperature: float = Field(0.0, ge=0)
+    allow_self_judge: bool = False
+
+
+class _Criterion(_Model):
+    name: CriterionName
+    weight: float = Field(1.0, gt=0)
+    required: bool = Field(False, description="A gate: the rubric scores 0 unless this passes.")
+
+
+class ExactMatchCriterion(_Criterion, ExactMatch):
+    pass
+
+
+class NumericCriterion(_Criterion, Numeric):
+    pass
+
+
+class RegexCriterion(_Criterion, RegexMatch):
+    pass
+
+
+class JsonMatchCriterion(_Criterion, JsonMatch):
+    pass
+
+
+class PythonCriterion(_Criterion, PythonVerifier):
+    pass
+
+
+class CodeTestsCriterion(_Criterion, CodeTests):
+    pass
+
+
+class LlmJudgeCriterion(_Criterion, LlmJudge):
+    pass
+
+
+Criterion = Annotated[
+    Union[
+        ExactMatchCriterion,
+        NumericCriterion,
+        RegexCriterion,
+        JsonMatchCriterion,
+        PythonCriterion,
+        CodeTestsCriterion,
+        LlmJudgeCriterion,
+    ],
+    Field(discriminator="kind"),
+]
+
+
+class Rubric(_Model):
+    """Weighted criteria; required criteria gate the whole reward."""
+
+    kind: Literal["rubric"]
+    criteria: list[Criterion] = Field(min_length=1)
+
+
+Verifier = Annotated[
+    Union[ExactMatch, Numeric, RegexMatch, JsonMatch, PythonVerifier, CodeTests, Rubric, LlmJudge],
+    Field(discriminator="kind"),
+]
+VERIFIER_KINDS = (
+    "exact-match",
+    "numeric",
+    "regex",
+    "json-match",
+    "python",
+    "code-tests",
+    "rubric",
+    "llm-judge",
+)
+
+
+# --- [state] ---------------------------------------------------------------------------
+
+
+class StateSection(_Model):
+    """S: what the agent acts on, and when it is reset."""
+
+    kind: Literal["none", "files", "sqlite", "python"] = "none"
+    snapshot: BundlePath | None = Field(
+        None, description="files: a directory copied per reset; sqlite: a database file."
+    )
+    entry_point: EntryPoint | None = Field(None, description="python: a state factory.")
+    reset: Literal["per-episode", "per-task", "never"] = "per-episode"
+
+
+# --- [config] --------------------------------------------------------------------------
+
+
+class Sampling(_Model):
+    temperature: float | None = Field(None, ge=0)
+    top_p: float | None = Field(None, gt=0, le=1)
+    max_tokens: int | None = Field(None, ge=1)
+    stop: list[str] = []
+
+
+class Curriculum(_Model):
+    strategy: Literal["none", "ordered", "success-window"] = "none"
+    window: int = Field(64, ge=1)
+    promote_at: float = Field(0.9, gt=0, le=1)
+    demote_at: float | None = Field(None, ge=0, lt=1)
+
+
+class Noise(_Model):
+    tool_error_rate: float = Field(0.0, ge=0, le=1)
+
+
+class ConfigSection(_Model):
+    """C: the knobs."""
+
+    timeout_s: float | None = Field(None, gt=0, description="Wall-clock limit per episode.")
+    sampling: Sampling | None = None
+    curriculum: Curriculum | None = None
+    noise: Noise | None = None
+    params: dict[str, Any] = Field(
+        default_factory=dict, description="Free-form knobs passed to the environment's code."
+    )
+
+
+# --- the manifest ----------------------------------------------------------------------
+
+
+class Manifest(_Model):
+    """A whole ``envhub.toml``."""
+
+    model_config = ConfigDict(title="envhub manifest v1")
+
+    manifest_version: Literal[1] = MANIFEST_VERSION
+    environment: EnvironmentSection
+    dependencies: dict[EnvNameStr, SpecifierStr] = {}
+    tasks: TasksSection
+    harness: HarnessSection = HarnessSection()
+    verifier: Verifier
+    state: StateSection = StateSection()
+    config: ConfigSection = ConfigSection()

@@ -1,0 +1,137 @@
+"""Checks that relate manifest fields to each other (per-field checks are in the models)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from envhub.manifest._models import (
+    CodeTests,
+    Manifest,
+    RegexMatch,
+    Rubric,
+)
+from envhub.problems import Problem
+
+
+def _error(field: str, message: str, hint: str | None = None) -> Problem:
+    return Problem(severity="error", code="inconsistent", message=message, field=field, hint=hint)
+
+
+def semantic_problems(m: Manifest) -> Iterator[Problem]:
+    """Yield every cross-field problem of a manifest that passed per-field validation."""
+    yield from _tasks(m)
+    yield from _harness(m)
+    yield from _verifier(m)
+    yield from _state(m)
+    yield from _config(m)
+    for name in m.dependencies:
+        if name == m.environment.name:
+            yield _error(f'dependencies."{name}"', "an environment cannot depend on itself")
+
+
+def _tasks(m: Manifest) -> Iterator[Problem]:
+    t = m.tasks
+    generated = t.format == "generator"
+    if generated and t.generator is None:
+        yield _error(
+            "tasks.generator",
+            "format = 'generator' needs a generator entry point",
+            "add generator = 'module:function' to [tasks]",
+        )
+    if not generated and t.generator is not None:
+        yield _error(
+            "tasks.generator",
+            f"a generator is only used with format = 'generator', not {t.format!r}",
+            "remove it, or set format = 'generator'",
+        )
+    seen_paths: dict[str, str] = {}
+    for name, split in t.splits.items():
+        field = f"tasks.splits.{name}"
+        if generated:
+            if split.seeds is None:
+                yield _error(f"{field}.seeds", "generator splits need a seed range", "add seeds = [start, stop]")
+            if split.path is not None:
+                yield _error(f"{field}.path", "generator splits take seeds, not a path", "remove path")
+        else:
+            if split.path is None:
+                yield _error(
+                    f"{field}.path",
+                    f"missing required key 'path' for a {t.format} split",
+                    f"add path = 'tasks/{name}.{t.format}'",
+                )
+            elif split.path in seen_paths:
+                yield _error(
+                    f"{field}.path",
+                    f"split {name!r} uses the same file as split {seen_paths[split.path]!r}",
+                    "give each split its own file",
+                )
+            else:
+                seen_paths[split.path] = name
+            if split.seeds is not None:
+                yield _error(f"{field}.seeds", f"seeds are only used with format = 'generator'", "remove seeds")
+        if split.seeds is not None and (len(split.seeds) != 2 or split.seeds[0] >= split.seeds[1]):
+            yield _error(
+                f"{field}.seeds",
+                f"expected [start, stop] with start < stop, got {split.seeds}",
+            )
+
+
+def _harness(m: Manifest) -> Iterator[Problem]:
+    h = m.harness
+    if h.protocol == "tool-use" and not h.tools:
+        yield _error("harness.tools", "protocol 'tool-use' needs at least one tool", "add tools = ['module:function']")
+    if h.protocol != "tool-use" and h.tools:
+        yield _error("harness.tools", f"tools are only used by protocol 'tool-use', not {h.protocol!r}", "set protocol = 'tool-use', or remove tools")
+    if h.protocol == "multi-turn" and h.responder is None:
+        yield _error("harness.responder", "protocol 'multi-turn' needs a responder that answers the model each turn", "add responder = 'module:function'")
+    if h.protocol != "multi-turn" and h.responder is not None:
+        yield _error("harness.responder", f"a responder is only used by protocol 'multi-turn', not {h.protocol!r}", "set protocol = 'multi-turn', or remove responder")
+    if h.protocol == "single-turn" and h.max_turns not in (None, 1):
+        yield _error("harness.max-turns", f"protocol 'single-turn' has exactly one turn, got max-turns = {h.max_turns}", "remove max-turns, or use protocol 'multi-turn'")
+    if h.context == "recent-turns" and h.keep_turns is None:
+        yield _error("harness.keep-turns", "context = 'recent-turns' needs keep-turns", "add keep-turns = N")
+    if h.context != "recent-turns" and h.keep_turns is not None:
+        yield _error("harness.keep-turns", "keep-turns is only used with context = 'recent-turns'", "remove keep-turns, or set context = 'recent-turns'")
+
+
+def _verifier(m: Manifest) -> Iterator[Problem]:
+    v = m.verifier
+    if isinstance(v, Rubric):
+        names: set[str] = set()
+        for i, c in enumerate(v.criteria):
+            if c.name in names:
+                yield _error(f"verifier.criteria[{i}].name", f"criterion name {c.name!r} is used twice", "give each criterion its own name")
+            names.add(c.name)
+            yield from _one_verifier(c, f"verifier.criteria[{i}]")
+    else:
+        yield from _one_verifier(v, "verifier")
+
+
+def _one_verifier(v: object, field: str) -> Iterator[Problem]:
+    if isinstance(v, RegexMatch) and (v.pattern is None) == (v.pattern_field is None):
+        yield _error(field, "a regex verifier needs exactly one of 'pattern' and 'pattern-field'")
+    if isinstance(v, CodeTests) and v.timeout_s > 3600:
+        yield _error(f"{field}.timeout-s", f"timeout-s = {v.timeout_s} is over the 3600 s limit")
+
+
+def _state(m: Manifest) -> Iterator[Problem]:
+    s = m.state
+    if s.kind in ("files", "sqlite") and s.snapshot is None:
+        what = "a directory" if s.kind == "files" else "a database file"
+        yield _error("state.snapshot", f"state kind {s.kind!r} needs a snapshot ({what})", "add snapshot = 'state/...'")
+    if s.kind in ("none", "python") and s.snapshot is not None:
+        yield _error("state.snapshot", f"state kind {s.kind!r} takes no snapshot", "remove snapshot, or set kind = 'files' or 'sqlite'")
+    if s.kind == "python" and s.entry_point is None:
+        yield _error("state.entry-point", "state kind 'python' needs an entry point", "add entry-point = 'module:function'")
+    if s.kind != "python" and s.entry_point is not None:
+        yield _error("state.entry-point", f"an entry point is only used by state kind 'python', not {s.kind!r}", "remove entry-point")
+
+
+def _config(m: Manifest) -> Iterator[Problem]:
+    c = m.config.curriculum
+    if c is None:
+        return
+    if c.strategy != "none" and m.tasks.difficulty_field is None:
+        yield _error("config.curriculum.strategy", f"curriculum {c.strategy!r} needs tasks with a difficulty", "add difficulty-field = 'difficulty' to [tasks]")
+    if c.demote_at is not None and c.demote_at >= c.promote_at:
+        yield _error("config.curriculum.demote-at", f"demote-at ({c.demote_at}) must be below promote-at ({c.promote_at})")

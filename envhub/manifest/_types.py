@@ -1,0 +1,140 @@
+"""Constrained string types shared by the manifest models.
+
+Each type validates with a precise message (the message is part of the interface: the
+conformance vectors in ``spec/conformance`` pin it) and documents itself in the JSON
+Schema with a pattern, so editors that read the schema flag mistakes early too.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from packaging.requirements import InvalidRequirement, Requirement
+from pydantic import AfterValidator, WithJsonSchema
+
+from envhub.errors import InvalidIdError
+from envhub.ids import parse_name, parse_specifier, parse_version
+
+_ENTRY_POINT = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z_]\w*)*")
+_SLUG = re.compile(r"[a-z0-9](?:[a-z0-9_-]*[a-z0-9])?")
+_CANARY = re.compile(r"envhub-canary:[0-9a-f]{32}")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+CANARY_PREFIX = "envhub-canary:"
+
+
+def _id_error(check):  # type: ignore[no-untyped-def]
+    """Turn the id grammar's error into the ``ValueError`` pydantic reports per field."""
+
+    def validate(value: str) -> str:
+        try:
+            check(value)
+        except InvalidIdError as e:
+            raise ValueError(e.message) from None
+        return value
+
+    return validate
+
+
+def _check_entry_point(value: str) -> str:
+    if not _ENTRY_POINT.fullmatch(value):
+        raise ValueError(
+            f"invalid entry point {value!r}: expected 'module:attribute', "
+            "e.g. 'sql_shop.tools:run_sql'"
+        )
+    return value
+
+
+def _check_bundle_path(value: str) -> str:
+    if not value:
+        raise ValueError("the path is empty")
+    if value.startswith("/") or re.match(r"[A-Za-z]:", value) or value.startswith("\\"):
+        raise ValueError(
+            f"absolute path {value!r}: paths are relative to the directory of envhub.toml"
+        )
+    if "\\" in value:
+        raise ValueError(f"path {value!r} uses '\\': write paths with '/'")
+    parts = value.rstrip("/").split("/")
+    if ".." in parts:
+        raise ValueError(f"path {value!r} leaves the bundle: use a path inside the bundle directory")
+    if any(part in ("", ".") for part in parts):
+        raise ValueError(f"path {value!r} has empty or '.' segments: write it as a plain relative path")
+    return value
+
+
+def _check_requirement(value: str) -> str:
+    try:
+        Requirement(value)
+    except InvalidRequirement as e:
+        raise ValueError(f"invalid requirement {value!r}: {e}") from None
+    return value
+
+
+def _check_slug(what: str):  # type: ignore[no-untyped-def]
+    def validate(value: str) -> str:
+        if not _SLUG.fullmatch(value):
+            raise ValueError(
+                f"invalid {what} {value!r}: use lowercase letters, digits, '-' and '_', "
+                "starting and ending with a letter or digit"
+            )
+        return value
+
+    return validate
+
+
+def _check_canary(value: str) -> str:
+    if not _CANARY.fullmatch(value):
+        raise ValueError(
+            f"invalid canary {value!r}: expected 'envhub-canary:' and 32 lowercase hex digits; "
+            "run 'envhub canary' for a fresh one"
+        )
+    return value
+
+
+def _check_sha256(value: str) -> str:
+    if not _SHA256.fullmatch(value):
+        raise ValueError(f"invalid sha256 {value!r}: expected 64 lowercase hex digits")
+    return value
+
+
+def _check_field_name(value: str) -> str:
+    if not value or value != value.strip():
+        raise ValueError(f"invalid field name {value!r}: it must be non-empty, without outer spaces")
+    return value
+
+
+def _check_regex(value: str) -> str:
+    try:
+        re.compile(value)
+    except re.error as e:
+        raise ValueError(f"invalid regular expression {value!r}: {e}") from None
+    return value
+
+
+def _schema(**extra: object) -> WithJsonSchema:
+    return WithJsonSchema({"type": "string", **extra})
+
+
+EnvNameStr = Annotated[
+    str,
+    AfterValidator(_id_error(parse_name)),
+    _schema(pattern=r"^[a-z0-9]([a-z0-9._-]*[a-z0-9])?/[a-z0-9]([a-z0-9._-]*[a-z0-9])?$"),
+]
+VersionStr = Annotated[str, AfterValidator(_id_error(parse_version)), _schema(description="PEP 440 version")]
+SpecifierStr = Annotated[
+    str, AfterValidator(_id_error(parse_specifier)), _schema(description="PEP 440 version specifier")
+]
+RequirementStr = Annotated[str, AfterValidator(_check_requirement), _schema(description="PEP 508 requirement")]
+EntryPoint = Annotated[str, AfterValidator(_check_entry_point), _schema(pattern=f"^{_ENTRY_POINT.pattern}$")]
+BundlePath = Annotated[
+    str,
+    AfterValidator(_check_bundle_path),
+    _schema(description="relative POSIX path inside the bundle", pattern=r"^(?!/)(?!.*(^|/)\.\.?(/|$)).+$"),
+]
+SplitName = Annotated[str, AfterValidator(_check_slug("split name")), _schema(pattern=f"^{_SLUG.pattern}$")]
+Tag = Annotated[str, AfterValidator(_check_slug("tag")), _schema(pattern=f"^{_SLUG.pattern}$")]
+CriterionName = Annotated[str, AfterValidator(_check_slug("criterion name")), _schema(pattern=f"^{_SLUG.pattern}$")]
+Canary = Annotated[str, AfterValidator(_check_canary), _schema(pattern=f"^{_CANARY.pattern}$")]
+Sha256 = Annotated[str, AfterValidator(_check_sha256), _schema(pattern=f"^{_SHA256.pattern}$")]
+FieldName = Annotated[str, AfterValidator(_check_field_name), _schema(minLength=1)]
+Regex = Annotated[str, AfterValidator(_check_regex), _schema(format="regex")]
