@@ -44,9 +44,9 @@ def locate(text: str, loc: Sequence[str | int]) -> tuple[int, int] | None:
             # Inline tables: a key of ``want`` inside this line's ``{ ... }``.
             rest = want[matched:]
             if rest and "{" in line:
-                inline = re.search(rf"[{{,]\s*{re.escape(rest[0])}\s*=", line)
+                inline = re.search(rf"[{{,]\s*({re.escape(rest[0])})\s*=", line)
                 if inline:
-                    best = (matched + 1, number, inline.start() + 2)
+                    best = (matched + 1, number, inline.start(1) + 1)
     if best is None or best[0] == 0:
         return None
     return best[1], best[2]
