@@ -77,13 +77,13 @@ def _print_text(checks, verbosity: int) -> None:  # type: ignore[no-untyped-def]
         n_err = sum(p.severity == "error" for p in check.problems)
         n_warn = len(check.problems) - n_err
         env = check.manifest.environment if check.manifest else None
-        title = f"{env.name} {env.version}" if env else str(check.path)
+        title = f"{env.name} {env.version} ({check.path})" if env else str(check.path)
         if n_err:
-            summary = style("invalid", fg="red", bold=True) + f": {title} ({check.path}): {n_err} error(s), {n_warn} warning(s)"
+            summary = style("invalid", fg="red", bold=True) + f": {title}: {n_err} error(s), {n_warn} warning(s)"
         else:
             rows = sum(s.rows or 0 for s in check.splits)
             summary = (style("valid", fg="green", bold=True)
-                       + f": {title} ({check.path}): {len(check.splits)} split(s), {rows} task(s)"
+                       + f": {title}: {len(check.splits)} split(s), {rows} task(s)"
                        + (f", {n_warn} warning(s)" if n_warn else ""))
             if verbosity > 0:
                 for s in check.splits:

@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""Set up, demo and test envhub with nothing but Python.
+
+    python3 dev.py demo    set up .venv if needed, then run the main job
+    python3 dev.py test    set up .venv if needed, then run the whole test suite
+    python3 dev.py setup   only set up .venv
+
+Set-up creates ``.venv`` and installs this repository's distributions into it (editable,
+with the ``dev`` extra); it reinstalls only when a pyproject.toml changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+STAMP = VENV / ".envhub-dev-stamp"
+# The distributions this repository ships, installed together (later: registry/, plugins/*).
+INSTALL = [".[dev]"]
+
+
+def _fingerprint() -> str:
+    digest = hashlib.sha256()
+    for path in sorted(ROOT.glob("**/pyproject.toml")):
+        if ".venv" not in path.parts:
+            digest.update(path.relative_to(ROOT).as_posix().encode() + b"\0" + path.read_bytes())
+    digest.update("\0".join(INSTALL).encode())
+    return digest.hexdigest()
+
+
+def _run(*args: str | Path) -> None:
+    print("+", " ".join(str(a) for a in args), flush=True)
+    code = subprocess.call([str(a) for a in args], cwd=ROOT)
+    if code != 0:
+        sys.exit(code)
+
+
+def setup() -> None:
+    if not (BIN / "python").exists():
+        print(f"creating {VENV}", flush=True)
+        venv.EnvBuilder(with_pip=True, clear=True).create(VENV)
+    fingerprint = _fingerprint()
+    if STAMP.exists() and STAMP.read_text() == fingerprint:
+        return
+    _run(BIN / "python", "-m", "pip", "install", "--quiet", "--upgrade", "pip")
+    _run(BIN / "python", "-m", "pip", "install", "--quiet", *(a for spec in INSTALL for a in ("-e", spec)))
+    STAMP.write_text(fingerprint)
+
+
+def demo() -> None:
+    """The main job: validate and describe the example environments."""
+    setup()
+    examples = sorted(p for p in (ROOT / "example_envs").iterdir() if (p / "envhub.toml").exists())
+    _run(BIN / "envhub", "validate", "--strict", *(p.relative_to(ROOT) for p in examples))
+    for example in examples:
+        _run(BIN / "envhub", "info", example.relative_to(ROOT))
+
+
+def test() -> None:
+    setup()
+    # pytest exits 5 when it collected nothing: that is a failure here too (_run exits non-zero).
+    _run(BIN / "python", "-m", "pytest", *sys.argv[2:])
+
+
+COMMANDS = {"setup": setup, "demo": demo, "test": test}
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:
+        print(__doc__.strip(), file=sys.stderr)
+        sys.exit(2)
+    COMMANDS[sys.argv[1]]()
