@@ -101,7 +101,7 @@ def schema_validator() -> Any:
 
 @pytest.mark.parametrize("path", VALID, ids=_ids(VALID))
 def test_valid_vector_matches_json_schema(path: Path, schema_validator: Any) -> None:
-    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    data = tomllib.loads(path.read_text(encoding="utf-8-sig"))
     errors = [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}"
               for e in schema_validator.iter_errors(data)]
     assert errors == []

@@ -101,7 +101,7 @@ BAD_INPUT: list[tuple[str, Callable[[Path], None], list[str]]] = [
      ["{b}/envhub.toml:12:1: error: verifier.feild: unknown key 'feild'", "  hint: did you mean 'field'?"]),
     ("missing-required", _manifest_sub('version = "1.0.0"\n', ""),
      ["{b}/envhub.toml:1:2: error: environment.version: missing required key 'version'",
-      "  hint: add 'version' to [environment]"]),
+      "  hint: add version = ... to [environment]"]),
     ("bad-name", _manifest_sub('"acme/arith"', '"Acme/Arith"'),
      ["{b}/envhub.toml:2:1: error: environment.name: invalid environment id 'Acme/Arith': ids are lowercase; did you mean 'acme/arith'?"]),
     ("bad-version", _manifest_sub('"1.0.0"', '"v1-final"'),

@@ -79,7 +79,7 @@ def validate_bundle(path: str | Path, *, max_line_bytes: int = DEFAULT_MAX_LINE_
         return check
     text = source.decode("utf-8")
 
-    def at(field: str, *loc: str) -> dict[str, object]:
+    def at(field: str, *loc: str | int) -> dict[str, object]:
         position = locate(text, loc)
         return {"file": manifest_file, "field": field,
                 "line": position[0] if position else None, "column": position[1] if position else None}
@@ -95,7 +95,7 @@ def validate_bundle(path: str | Path, *, max_line_bytes: int = DEFAULT_MAX_LINE_
 
 def _referenced_files(root: Path, m: Manifest, at) -> Iterator[Problem]:  # type: ignore[no-untyped-def]
     """Files named by the manifest (other than task files) exist, inside the bundle."""
-    refs: list[tuple[str, tuple[str, ...], str, str]] = []  # field, loc, path, expected kind
+    refs: list[tuple[str, tuple[str | int, ...], str, str]] = []  # field, loc, path, expected kind
     if m.harness.system_prompt:
         refs.append(("harness.system-prompt", ("harness", "system-prompt"), m.harness.system_prompt, "file"))
     if m.state.snapshot:
@@ -104,8 +104,9 @@ def _referenced_files(root: Path, m: Manifest, at) -> Iterator[Problem]:  # type
     verifiers = m.verifier.criteria if isinstance(m.verifier, Rubric) else [m.verifier]
     for i, v in enumerate(verifiers):
         if isinstance(v, LlmJudge) and v.rubric:
-            prefix = f"verifier.criteria[{i}]" if isinstance(m.verifier, Rubric) else "verifier"
-            refs.append((f"{prefix}.rubric", ("verifier", "criteria", "rubric"), v.rubric, "file"))
+            loc: tuple[str | int, ...] = ("verifier", "criteria", i) if isinstance(m.verifier, Rubric) else ("verifier",)
+            field = f"verifier.criteria[{i}]" if isinstance(m.verifier, Rubric) else "verifier"
+            refs.append((f"{field}.rubric", (*loc, "rubric"), v.rubric, "file"))
     for field_name, loc, rel, kind in refs:
         target, why = resolve_inside(root, rel)
         if why is None:

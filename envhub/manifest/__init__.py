@@ -45,8 +45,22 @@ __all__ = [
 def manifest_json_schema() -> dict[str, Any]:
     """The JSON Schema of manifest v1, as checked in at spec/schema/manifest-v1.schema.json."""
     schema = Manifest.model_json_schema(by_alias=True, mode="validation")
+    _close_pattern_objects(schema)
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": "https://envhub.dev/spec/schema/manifest-v1.schema.json",
         **schema,
     }
+
+
+def _close_pattern_objects(node: Any) -> None:
+    # pydantic renders dict[ConstrainedKey, V] as patternProperties but leaves other keys
+    # open; the models refuse them, so the schema should too.
+    if isinstance(node, dict):
+        if "patternProperties" in node:
+            node.setdefault("additionalProperties", False)
+        for value in node.values():
+            _close_pattern_objects(value)
+    elif isinstance(node, list):
+        for value in node:
+            _close_pattern_objects(value)

@@ -43,6 +43,9 @@ def parse_manifest(source: str | bytes, *, file: str = MANIFEST_FILENAME) -> tup
                                  hint="save the file as UTF-8")]
     else:
         text = source
+    # Editors on Windows often save UTF-8 with a byte-order mark, which TOML does not allow;
+    # it carries no meaning, so drop it rather than fail with "Invalid statement".
+    text = text.removeprefix("\ufeff")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
@@ -62,7 +65,7 @@ def parse_manifest(source: str | bytes, *, file: str = MANIFEST_FILENAME) -> tup
 def validate_manifest_data(data: dict[str, Any], *, file: str = MANIFEST_FILENAME, text: str = "") -> tuple[Manifest | None, list[Problem]]:
     """Validate already-parsed manifest data (see :func:`parse_manifest`)."""
     declared = data.get("manifest-version", MANIFEST_VERSION)
-    if isinstance(declared, int) and not isinstance(declared, bool) and declared > MANIFEST_VERSION:
+    if type(declared) is int and declared > MANIFEST_VERSION:
         position = locate(text, ["manifest-version"])
         return None, [_error(
             file, "unsupported-manifest-version",
@@ -80,13 +83,14 @@ def validate_manifest_data(data: dict[str, Any], *, file: str = MANIFEST_FILENAM
         problems.append(Problem(p.severity, p.code, p.message, file=file,
                                 line=position[0] if position else None,
                                 column=position[1] if position else None, field=p.field, hint=p.hint))
+    problems.sort(key=lambda p: (p.line or 0, p.column or 0))
     return (None if problems else manifest), problems
 
 
-def _field_loc(field: str) -> list[str]:
-    # 'dependencies."acme/a".x' -> ['dependencies', 'acme/a', 'x']; drop [n] indexes.
-    parts = re.findall(r'"((?:[^"\\]|\\.)*)"|([A-Za-z0-9_-]+)', re.sub(r"\[\d+\]", "", field))
-    return [quoted or plain for quoted, plain in parts]
+def _field_loc(field: str) -> list[str | int]:
+    # 'verifier.criteria[1].name' -> ['verifier', 'criteria', 1, 'name']; quoted keys unquoted.
+    parts = re.findall(r'"((?:[^"\\]|\\.)*)"|([A-Za-z0-9_-]+)|\[(\d+)\]', field)
+    return [int(index) if index else (quoted or plain) for quoted, plain, index in parts]
 
 
 def load_manifest(path: str | Path) -> Manifest:
@@ -116,5 +120,6 @@ def load_manifest(path: str | Path) -> Manifest:
 def dump_manifest(manifest: Manifest) -> str:
     """The manifest as TOML. Keys left at their defaults when loaded stay unwritten, so
     ``dump_manifest(load_manifest(p))`` loads back to an equal manifest."""
-    data = manifest.model_dump(mode="json", by_alias=True, exclude_unset=True)
+    # mode="python" keeps TOML's own types (dates, inf, nan) that JSON mode would mangle.
+    data = manifest.model_dump(mode="python", by_alias=True, exclude_unset=True)
     return tomli_w.dumps(data)

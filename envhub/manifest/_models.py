@@ -43,6 +43,8 @@ class _Model(BaseModel):
         frozen=True,
         alias_generator=_kebab,
         populate_by_name=True,
+        # A timeout or tolerance of inf/nan is a mistake, not a setting.
+        allow_inf_nan=False,
     )
 
 
@@ -166,7 +168,7 @@ class CodeTests(_Model):
     kind: Literal["code-tests"]
     tests_field: FieldName = "tests"
     language: Literal["python"] = "python"
-    timeout_s: float = Field(10.0, gt=0)
+    timeout_s: float = Field(10.0, gt=0, le=3600)
     memory_mb: int = Field(512, ge=16)
 
 
@@ -308,7 +310,7 @@ class Manifest(_Model):
 
     model_config = ConfigDict(title="envhub manifest v1")
 
-    manifest_version: Literal[1] = MANIFEST_VERSION
+    manifest_version: int = Field(MANIFEST_VERSION, ge=1, le=MANIFEST_VERSION)
     environment: EnvironmentSection
     dependencies: dict[EnvNameStr, SpecifierStr] = {}
     tasks: TasksSection

@@ -46,6 +46,18 @@ _BOUNDS = {
 }
 
 
+def show(value: object) -> str:
+    """A value as it would be written in TOML (``true``, ``'text'``, ``2024-01-01``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, (list, dict)):
+        text = repr(value)
+        return text if len(text) <= 60 else text[:57] + "..."
+    return repr(value)
+
+
 def toml_type(value: object) -> str:
     for cls, name in _TOML_TYPES:
         if isinstance(value, cls):
@@ -170,28 +182,40 @@ def _message(err: ErrorDetails, data: Any, loc: tuple[str | int, ...], is_key: b
     value = err.get("input")
     ctx = err.get("ctx") or {}
     if kind == "missing":
-        return f"missing required key {loc[-1]!r}", f"add {loc[-1]!r} to [{format_field(loc[:-1])}]" if len(loc) > 1 else None
+        key = str(loc[-1])
+        if len(loc) == 1:
+            return f"missing required table [{key}]", f"add a [{key}] table"
+        parent = format_field(loc[:-1])
+        where = f"[{parent}]" if not any(isinstance(p, int) for p in loc[:-1]) else parent
+        return f"missing required key {key!r}", f"add {key} = ... to {where}"
     if kind == "extra_forbidden":
         key = str(loc[-1])
         allowed = _allowed_keys(data, loc[:-1])
         hint = _did_you_mean(key, allowed) or (f"allowed keys: {_quoted_list(allowed)}" if allowed else "remove it")
         return f"unknown key {key!r}", hint
     if kind in _EXPECTED:
-        return f"expected {_EXPECTED[kind]}, got {toml_type(value)} {value!r}", None
+        return f"expected {_EXPECTED[kind]}, got {toml_type(value)} {show(value)}", None
     if kind == "literal_error":
         choices = re.findall(r"'([^']*)'", str(ctx.get("expected", "")))
         hint = _did_you_mean(str(value), choices) if isinstance(value, str) else ""
-        return f"{value!r} is not one of {_quoted_list(choices)}", hint or None
+        return f"{show(value)} is not one of {_quoted_list(choices)}", hint or None
+    in_criteria = any(isinstance(p, int) for p in loc)
+    kinds = [k for k in VERIFIER_KINDS if not (in_criteria and k == "rubric")]
     if kind == "union_tag_invalid":
-        choices = re.findall(r"'([^']*)'", str(ctx.get("expected_tags", "")))
         tag = ctx.get("tag")
-        hint = _did_you_mean(str(tag), choices) or f"use one of {_quoted_list(choices)}"
+        if in_criteria and tag == "rubric":
+            return "a criterion cannot itself be a rubric", "list its criteria in this rubric directly"
+        hint = _did_you_mean(str(tag), kinds) or f"use one of {_quoted_list(kinds)}"
         return f"unknown verifier kind {tag!r}", hint
     if kind == "union_tag_not_found":
-        return "missing required key 'kind'", f"add kind = one of {_quoted_list(VERIFIER_KINDS)}"
+        return "missing required key 'kind'", f"add kind = one of {_quoted_list(kinds)}"
     if kind in _BOUNDS:
         key, words = _BOUNDS[kind]
-        return f"must be {words} {ctx.get(key)}, got {value!r}", None
+        return f"must be {words} {ctx.get(key)}, got {show(value)}", None
+    if kind == "finite_number":
+        return f"must be a finite number, got {show(value)}", None
+    if kind == "string_too_short":
+        return "must not be empty", None
     if kind == "too_short":
         what = "table" if isinstance(value, Mapping) else "array"
         return f"the {what} is empty; at least {ctx.get('min_length')} entry is needed", None

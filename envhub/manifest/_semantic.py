@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from envhub.manifest._models import (
-    CodeTests,
     Manifest,
     RegexMatch,
     Rubric,
@@ -110,8 +109,6 @@ def _verifier(m: Manifest) -> Iterator[Problem]:
 def _one_verifier(v: object, field: str) -> Iterator[Problem]:
     if isinstance(v, RegexMatch) and (v.pattern is None) == (v.pattern_field is None):
         yield _error(field, "a regex verifier needs exactly one of 'pattern' and 'pattern-field'")
-    if isinstance(v, CodeTests) and v.timeout_s > 3600:
-        yield _error(f"{field}.timeout-s", f"timeout-s = {v.timeout_s} is over the 3600 s limit")
 
 
 def _state(m: Manifest) -> Iterator[Problem]:

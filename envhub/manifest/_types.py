@@ -118,9 +118,23 @@ def _schema(**extra: object) -> WithJsonSchema:
 EnvNameStr = Annotated[
     str,
     AfterValidator(_id_error(parse_name)),
-    _schema(pattern=r"^[a-z0-9]([a-z0-9._-]*[a-z0-9])?/[a-z0-9]([a-z0-9._-]*[a-z0-9])?$"),
+    _schema(
+        pattern=r"^(?!.*(--|\.\.))(?=[^/]{1,64}/[^/]{1,64}$)[a-z0-9]([a-z0-9._-]*[a-z0-9])?/[a-z0-9]([a-z0-9._-]*[a-z0-9])?$"
+    ),
 ]
-VersionStr = Annotated[str, AfterValidator(_id_error(parse_version)), _schema(description="PEP 440 version")]
+def _check_release_version(value: str) -> str:
+    _id_error(parse_version)(value)
+    if "+" in value:
+        raise ValueError(
+            f"invalid version {value!r}: local versions ('+...') cannot be published; "
+            f"use a release version such as {value.split('+')[0]!r}"
+        )
+    return value
+
+
+VersionStr = Annotated[
+    str, AfterValidator(_check_release_version), _schema(description="PEP 440 version, without a local part")
+]
 SpecifierStr = Annotated[
     str, AfterValidator(_id_error(parse_specifier)), _schema(description="PEP 440 version specifier")
 ]
@@ -129,7 +143,10 @@ EntryPoint = Annotated[str, AfterValidator(_check_entry_point), _schema(pattern=
 BundlePath = Annotated[
     str,
     AfterValidator(_check_bundle_path),
-    _schema(description="relative POSIX path inside the bundle", pattern=r"^(?!/)(?!.*(^|/)\.\.?(/|$)).+$"),
+    _schema(
+        description="relative POSIX path inside the bundle",
+        pattern=r"^(?![/\\])(?![A-Za-z]:)(?!.*\\)(?!(.*/)?\.\.?(/|$))(?!.*//).+$",
+    ),
 ]
 SplitName = Annotated[str, AfterValidator(_check_slug("split name")), _schema(pattern=f"^{_SLUG.pattern}$")]
 Tag = Annotated[str, AfterValidator(_check_slug("tag")), _schema(pattern=f"^{_SLUG.pattern}$")]
