@@ -18,6 +18,9 @@ if TYPE_CHECKING:
 __all__ = [
     "BundleError",
     "CheckFailedError",
+    "IntegrityError",
+    "RegistryError",
+    "VersionConflictError",
     "EnvNotFoundError",
     "EnvhubError",
     "ExitCode",
@@ -96,3 +99,15 @@ class CheckFailedError(_ProblemsError):
     """A check ran and failed; the input itself was readable."""
 
     exit_code = ExitCode.CHECK_FAILED
+
+
+class RegistryError(EnvhubError):
+    """A registry cannot be opened, read or written."""
+
+
+class VersionConflictError(RegistryError):
+    """A version already exists with different content: versions are immutable."""
+
+
+class IntegrityError(EnvhubError, ValueError):
+    """Bytes do not match the digest they were published with."""

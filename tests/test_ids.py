@@ -64,4 +64,5 @@ def test_parse_helpers() -> None:
     assert parse_name("acme/x") == EnvName("acme", "x")
     assert parse_version("1.02") == Version("1.2")
     assert parse_specifier("*") == SpecifierSet()
+    assert not parse_ref("acme/x").accepts("2.0rc1", prereleases=False)
     assert parse_specifier("") == SpecifierSet()

@@ -1,5 +1,30 @@
-"""Bundles: a manifest plus the files it names."""
+"""Bundles: a manifest plus the files it names; validating, building and extracting them.
 
-from envhub.bundle._validate import BundleCheck, SplitFacts, validate_bundle
+Names are imported on first use, so reading an archive (a pull) does not import the
+manifest models.
+"""
 
-__all__ = ["BundleCheck", "SplitFacts", "validate_bundle"]
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from envhub.bundle._archive import RECORD, ArchiveInfo, extract_archive, parse_record, write_archive
+    from envhub.bundle._build import IGNORE_FILE, BuiltBundle, archive_stem, build_bundle, bundle_files
+    from envhub.bundle._validate import BundleCheck, SplitFacts, validate_bundle
+
+_WHERE = {
+    "RECORD": "_archive", "ArchiveInfo": "_archive", "extract_archive": "_archive",
+    "parse_record": "_archive", "write_archive": "_archive",
+    "IGNORE_FILE": "_build", "BuiltBundle": "_build", "archive_stem": "_build",
+    "build_bundle": "_build", "bundle_files": "_build",
+    "BundleCheck": "_validate", "SplitFacts": "_validate", "validate_bundle": "_validate",
+}
+__all__ = sorted(_WHERE)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'envhub.bundle' has no attribute {name!r}")
+    return getattr(importlib.import_module(f"envhub.bundle.{_WHERE[name]}"), name)

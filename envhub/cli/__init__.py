@@ -25,7 +25,14 @@ __all__ = ["cli", "main"]
 _COMMANDS: dict[str, tuple[str, str]] = {
     "init": ("envhub.cli.init:init", "Create a new environment bundle that validates as created."),
     "validate": ("envhub.cli.validate:validate", "Check bundles against their manifests, reporting every problem."),
-    "info": ("envhub.cli.info:info", "Describe an environment: metadata, protocol, verifier, splits."),
+    "info": ("envhub.cli.info:info", "Describe an environment (a bundle directory or a registry id)."),
+    "build": ("envhub.cli.build:build", "Build a bundle into deterministic public and held-out archives."),
+    "push": ("envhub.cli.push:push", "Build a bundle and publish it to a registry."),
+    "pull": ("envhub.cli.pull:pull", "Fetch an environment into the cache, verifying every byte."),
+    "versions": ("envhub.cli.registry:versions", "List the published versions of an environment."),
+    "search": ("envhub.cli.registry:search", "Find environments in a registry."),
+    "yank": ("envhub.cli.registry:yank", "Hide a version from resolution (never deletes it)."),
+    "cache": ("envhub.cli.cache:cache", "List, verify and prune the cache of pulled bundles."),
     "canary": ("envhub.cli.canary:canary", "Print a fresh contamination canary for [environment]."),
     "schema": ("envhub.cli.schema:schema", "Print the JSON Schema of the manifest."),
 }

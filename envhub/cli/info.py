@@ -6,20 +6,38 @@ from pathlib import Path
 
 import click
 
+from envhub.cli._common import json_option, offline_option, registry_option
+
 
 @click.command()
-@click.argument("target", default=".", metavar="PATH")
-@click.option("--json", "as_json", is_flag=True, help="Print JSON for programs.")
-def info(target: str, as_json: bool) -> None:
+@click.argument("target", default=".", metavar="PATH|REF")
+@registry_option
+@offline_option
+@json_option
+def info(target: str, registry: str | None, offline: bool, as_json: bool) -> None:
     """Describe an environment: metadata, protocol, verifier, state and splits.
 
-    PATH is a bundle directory (default: the current one). The bundle is validated
-    first; an invalid bundle is reported, not described.
+    PATH|REF is a bundle directory (default: the current one) or a registry id such as
+    acme/env or acme/env@1.2.0, which is pulled (verified, cached) first.
     """
     from envhub.bundle import validate_bundle
     from envhub.errors import BundleError
 
-    check = validate_bundle(Path(target))
+    published: dict[str, object] = {}
+    if Path(target).exists() or "/" not in target or target.startswith((".", "/", "~")):
+        check = validate_bundle(Path(target))
+    else:
+        from envhub.cli._common import registry_context
+        from envhub.hub import pull
+
+        settings, _, url = registry_context(registry)
+        result = pull(target, url, settings, offline=offline or settings.offline)
+        if result.warning:
+            click.echo(f"envhub: warning: {result.warning}", err=True)
+        entry = result.entry
+        published = {"registry": entry.registry or url, "digest": entry.digest, "published-at": entry.published_at,
+                     "yanked": entry.yanked, "yank-reason": entry.yank_reason}
+        check = validate_bundle(result.path)
     if not check.ok or check.manifest is None:
         raise BundleError(f"{target}: the bundle is invalid", [p for p in check.problems if p.severity == "error"],
                           hint=f"run 'envhub validate {target}' for every problem")
@@ -39,6 +57,7 @@ def info(target: str, as_json: bool) -> None:
         "dependencies": dict(m.dependencies),
         "splits": [vars(s) for s in check.splits],
         "path": str(check.path),
+        **published,
     }
     if as_json:
         from envhub.cli._output import emit_json
@@ -56,6 +75,11 @@ def info(target: str, as_json: bool) -> None:
     click.echo(f"  state:     {data['state']}")
     if m.dependencies:
         click.echo("  depends on: " + ", ".join(f"{n}{s}" for n, s in m.dependencies.items()))
+    if published:
+        click.echo(f"  registry:  {published['registry']}")
+        click.echo(f"  digest:    {published['digest']}  (published {published['published-at']})")
+        if published["yanked"]:
+            click.echo(f"  yanked:    {published['yank-reason']}")
     click.echo("  splits:")
     for s in check.splits:
         held = "  held-out" if s.held_out else ""

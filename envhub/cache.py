@@ -1,0 +1,186 @@
+"""The content-addressed cache of pulled bundles (``$ENVHUB_CACHE``).
+
+Layout::
+
+    bundles/<hex>/            an extracted public bundle, named by its archive's sha256
+    heldout/<hex>/            an extracted held-out archive
+    refs/<registry>/<namespace>/<name>/<version>.json   what a registry said a version is
+    tmp/, locks/
+
+A bundle directory appears only complete: the archive is verified against its digest,
+extracted into ``tmp/`` and renamed into place, under a file lock, so concurrent pulls of
+one bundle are safe and a killed pull leaves nothing half-extracted where it is looked for.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Literal
+
+from envhub._digest import file_sha256 as _file_digest
+from envhub.errors import IntegrityError
+from envhub.registry._base import VersionEntry, version_key
+
+__all__ = ["Cache", "CachedBundle"]
+
+Kind = Literal["bundles", "heldout"]
+ORIGIN = ".envhub/ORIGIN.json"
+_CHUNK = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class CachedBundle:
+    path: Path
+    kind: Kind
+    digest: str
+    name: str | None
+    version: str | None
+    size: int
+
+
+def _hex(digest: str) -> str:
+    algorithm, _, hexdigest = digest.partition(":")
+    if algorithm != "sha256" or len(hexdigest) != 64 or not all(c in "0123456789abcdef" for c in hexdigest):
+        raise IntegrityError(f"unsupported digest {digest!r}")
+    return hexdigest
+
+
+def _registry_key(url: str) -> str:
+    return hashlib.sha256(url.encode()).hexdigest()[:16]
+
+
+class Cache:
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def path(self, digest: str, kind: Kind = "bundles") -> Path:
+        return self.root / kind / _hex(digest)
+
+    def has(self, digest: str, kind: Kind = "bundles") -> bool:
+        return self.path(digest, kind).is_dir()
+
+    def install(self, entry: VersionEntry, digest: str, *, kind: Kind, max_bytes: int,
+                local: str | None, opener: Callable[[], IO[bytes]]) -> tuple[Path, bool]:
+        """Make sure the archive with ``digest`` is extracted in the cache.
+
+        ``local`` is a file holding the archive, if there is one on this machine;
+        otherwise ``opener`` streams it. Returns the directory and whether it was
+        already cached. Raises :class:`IntegrityError` if the bytes do not match."""
+        final = self.path(digest, kind)
+        if final.is_dir():
+            return final, True
+        from filelock import FileLock
+
+        from envhub.bundle._archive import extract_archive
+
+        (self.root / "locks").mkdir(parents=True, exist_ok=True)
+        with FileLock(self.root / "locks" / f"{_hex(digest)}.lock"):
+            if final.is_dir():  # another process finished it while we waited
+                return final, True
+            tmp = self.root / "tmp" / os.urandom(16).hex()
+            tmp.mkdir(parents=True)
+            try:
+                archive = Path(local) if local else self._download(opener, tmp / "archive.tar")
+                actual = _file_digest(archive)
+                if actual != digest:
+                    raise IntegrityError(
+                        f"{entry.ref} from {entry.registry}: the archive's digest is {actual}, "
+                        f"but the index says {digest}",
+                        hint="the registry's copy is damaged or was tampered with; nothing was cached",
+                    )
+                tree = tmp / "tree"
+                extract_archive(archive, tree, max_bytes=max_bytes, display=f"{entry.ref} ({digest[:19]}...)")
+                origin = {"name": entry.name, "version": entry.version, "digest": digest,
+                          "registry": entry.registry, "kind": kind}
+                (tree / ORIGIN).write_text(json.dumps(origin, indent=2, sort_keys=True) + "\n")
+                final.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(tree, final)
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+        return final, False
+
+    @staticmethod
+    def _download(opener: Callable[[], IO[bytes]], dest: Path) -> Path:
+        with opener() as source, open(dest, "wb") as out:
+            shutil.copyfileobj(source, out, _CHUNK)
+        return dest
+
+    # --- what registries said, for pins and --offline -----------------------------------
+
+    def _ref_path(self, registry: str, name: str, version: str) -> Path:
+        namespace, _, short = name.partition("/")
+        return self.root / "refs" / _registry_key(registry) / namespace / short / f"{version_key(version)}.json"
+
+    def remember(self, entry: VersionEntry) -> None:
+        path = self._ref_path(entry.registry, entry.name, entry.version)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.urandom(16).hex()}.tmp")
+        tmp.write_text(json.dumps(entry.to_json(), indent=2, sort_keys=True) + "\n")
+        os.replace(tmp, path)
+
+    def remembered(self, registry: str, name: str) -> list[VersionEntry]:
+        namespace, _, short = name.partition("/")
+        directory = self.root / "refs" / _registry_key(registry) / namespace / short
+        entries = []
+        for path in sorted(directory.glob("*.json")):
+            try:
+                entries.append(VersionEntry.from_json(json.loads(path.read_text()), registry=registry))
+            except (ValueError, TypeError):
+                continue  # a damaged note is only a missed shortcut
+        return sorted(entries, key=lambda e: e.parsed_version)
+
+    # --- envhub cache list | verify | prune --------------------------------------------
+
+    def entries(self) -> list[CachedBundle]:
+        out = []
+        for kind in ("bundles", "heldout"):
+            for path in sorted((self.root / kind).glob("*")):
+                if not path.is_dir():
+                    continue
+                try:
+                    origin = json.loads((path / ORIGIN).read_text())
+                except (OSError, ValueError):
+                    origin = {}
+                size = sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+                out.append(CachedBundle(path, kind, f"sha256:{path.name}", origin.get("name"),  # type: ignore[arg-type]
+                                        origin.get("version"), size))
+        return out
+
+    def verify(self, bundle: CachedBundle) -> list[str]:
+        """What is wrong with a cached bundle: files that differ from its RECORD."""
+        from envhub.bundle._archive import RECORD, parse_record
+
+        try:
+            record = parse_record((bundle.path / RECORD).read_text())
+        except (OSError, ValueError):
+            return ["RECORD is missing or unreadable"]
+        problems = []
+        for rel, (digest, size) in record.items():
+            path = bundle.path / rel
+            if not path.is_file():
+                problems.append(f"{rel}: missing")
+            elif path.stat().st_size != size or _file_digest(path) != digest:
+                problems.append(f"{rel}: modified (expected {digest[:19]}...)")
+        extra = {p.relative_to(bundle.path).as_posix() for p in bundle.path.rglob("*") if p.is_file()}
+        extra -= set(record) | {RECORD, ORIGIN}
+        problems.extend(f"{rel}: not in the RECORD" for rel in sorted(extra))
+        return problems
+
+    def remove(self, bundle: CachedBundle) -> None:
+        doomed = bundle.path.with_name(f".{bundle.path.name}.{os.urandom(16).hex()}.removing")
+        os.replace(bundle.path, doomed)  # disappear at once, then delete at leisure
+        shutil.rmtree(doomed, ignore_errors=True)
+
+    def prune_leftovers(self) -> int:
+        """Remove what interrupted pulls left in ``tmp/``; returns how many."""
+        count = 0
+        for path in (self.root / "tmp").glob("*"):
+            shutil.rmtree(path, ignore_errors=True)
+            count += 1
+        return count

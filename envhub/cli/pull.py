@@ -1,0 +1,44 @@
+"""``envhub pull``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from envhub.cli._common import json_option, offline_option, registry_option
+
+
+@click.command()
+@click.argument("ref")
+@registry_option
+@click.option("--with-heldout", is_flag=True, help="Also fetch the held-out splits (needs access to the held-out store).")
+@click.option("-o", "--out", "out_dir", type=click.Path(path_type=Path), help="Also copy the bundle into this new directory.")
+@offline_option
+@json_option
+def pull(ref: str, registry: str | None, with_heldout: bool, out_dir: Path | None, offline: bool, as_json: bool) -> None:
+    """Fetch REF (acme/env, acme/env@1.2.0, 'acme/env>=1.2,<2') into the cache.
+
+    Picks the highest version that matches and is not yanked (an exact pin of a yanked
+    version works, with a warning), verifies every byte against its digest, and extracts
+    it into the content-addressed cache. Prints the bundle's directory.
+    """
+    from envhub.cli._common import registry_context
+    from envhub.hub import materialize
+    from envhub.hub import pull as do_pull
+
+    settings, config, url = registry_context(registry)
+    result = do_pull(ref, url, settings, with_heldout=with_heldout, heldout_url=config.heldout_url(),
+                     offline=offline or settings.offline)
+    if result.warning:
+        click.echo(f"envhub: warning: {result.warning}", err=True)
+    where = materialize(result, out_dir) if out_dir else result.path
+    if as_json:
+        from envhub.cli._output import emit_json
+
+        emit_json({**result.entry.to_json(), "registry": result.entry.registry or url, "path": str(where),
+                   "cached": result.cached, "heldout-path": str(result.heldout_path) if result.heldout_path else None})
+        return
+    if not result.cached:
+        click.echo(f"Pulled {result.entry.ref} ({result.entry.digest})", err=True)
+    click.echo(str(where))

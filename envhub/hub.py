@@ -1,0 +1,129 @@
+"""Push and pull: the registry operations behind ``envhub push`` and ``envhub pull``."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from envhub.cache import ORIGIN, Cache
+from envhub.errors import EnvNotFoundError, UsageError
+from envhub.ids import EnvRef, parse_ref
+from envhub.registry._base import PublishResult, Registry, VersionEntry, select_version
+from envhub.settings import Settings
+
+__all__ = ["PullResult", "PushResult", "materialize", "pull", "push"]
+
+
+@dataclass(frozen=True)
+class PushResult:
+    publish: PublishResult
+    heldout_store: str | None
+
+
+def push(path: Path, registry: Registry, *, heldout_url: str | None) -> PushResult:
+    """Build the bundle at ``path`` and publish it; held-out archives go to
+    ``heldout_url``, never to the registry."""
+    from envhub.bundle import build_bundle
+    from envhub.registry import open_heldout_store
+
+    with tempfile.TemporaryDirectory(prefix="envhub-push-") as out:
+        bundle = build_bundle(path, out)
+        if bundle.heldout is not None:
+            if heldout_url is None:
+                raise UsageError(f"{bundle.name} has held-out splits but no held-out store is configured",
+                                 hint="set ENVHUB_HELDOUT_STORE")
+            # Held-out first: a public version never points at held-out bytes that are missing.
+            open_heldout_store(heldout_url).put(bundle)
+        result = registry.publish(bundle)
+    return PushResult(result, heldout_url if bundle.heldout else None)
+
+
+@dataclass(frozen=True)
+class PullResult:
+    entry: VersionEntry
+    path: Path
+    cached: bool
+    heldout_path: Path | None = None
+    warning: str | None = None
+
+
+def resolve(ref: EnvRef, registry_url: str, cache: Cache, *, offline: bool,
+            open_registry_fn=None) -> tuple[VersionEntry, str | None, Registry | None]:  # type: ignore[no-untyped-def]
+    """Resolve ``ref`` to a version entry. An exact pin already in the cache needs no
+    registry (versions are immutable); ``offline`` uses only what the cache remembers."""
+    pinned = ref.pinned
+    remembered = cache.remembered(registry_url, str(ref.name))
+    if pinned is not None:
+        for entry in remembered:
+            if entry.parsed_version == pinned and cache.has(entry.digest) and not entry.yanked:
+                return entry, None, None
+    if offline:
+        if not remembered:
+            raise EnvNotFoundError(f"{ref.name} is not in the cache (offline)",
+                                   hint=f"pull it once online: envhub pull {ref}")
+        entry, warning = select_version(remembered, ref)
+        if not cache.has(entry.digest):
+            raise EnvNotFoundError(f"{entry.ref} is not in the cache (offline)", hint=f"pull it once online: envhub pull {entry.ref}")
+        return entry, warning, None
+    from envhub.registry import open_registry
+
+    registry = (open_registry_fn or open_registry)(registry_url)
+    entry, warning = select_version(registry.versions(str(ref.name)), ref)
+    return entry, warning, registry
+
+
+def pull(ref_text: str, registry_url: str, settings: Settings, *, with_heldout: bool = False,
+         heldout_url: str | None = None, offline: bool = False) -> PullResult:
+    """Resolve, fetch, verify and extract into the cache; return where it is."""
+    from envhub.registry import open_heldout_store, open_registry
+
+    ref = parse_ref(ref_text)
+    cache = Cache(settings.cache)
+    entry, warning, registry = resolve(ref, registry_url, cache, offline=offline)
+    cached = cache.has(entry.digest)
+    if not cached:
+        registry = registry or open_registry(registry_url)
+        path, cached = cache.install(entry, entry.digest, kind="bundles", max_bytes=settings.max_bundle_bytes,
+                                     local=registry.local_archive(entry), opener=lambda: registry.open_archive(entry))
+    else:
+        path = cache.path(entry.digest)
+    if registry is not None:
+        cache.remember(entry)
+    heldout_path = None
+    if with_heldout:
+        if entry.heldout_digest is None:
+            raise EnvNotFoundError(f"{entry.ref} has no held-out splits")
+        if cache.has(entry.heldout_digest, "heldout"):
+            heldout_path = cache.path(entry.heldout_digest, "heldout")
+        elif offline:
+            raise EnvNotFoundError(f"the held-out splits of {entry.ref} are not in the cache (offline)")
+        else:
+            store = open_heldout_store(heldout_url or settings.default_heldout_store)
+            heldout_path, _ = cache.install(entry, entry.heldout_digest, kind="heldout",
+                                            max_bytes=settings.max_bundle_bytes,
+                                            local=None, opener=lambda: store.open(entry))
+    return PullResult(entry, path, cached, heldout_path, warning)
+
+
+def materialize(result: PullResult, dest: Path) -> Path:
+    """Copy a pulled bundle (and its held-out files) into ``dest``, which must not exist
+    or be empty. Written beside ``dest`` first and renamed into place."""
+    if dest.exists() and (not dest.is_dir() or any(dest.iterdir())):
+        raise UsageError(f"{dest} already exists and is not empty", hint="choose a new directory with -o")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:
+        shutil.copytree(result.path, staging, dirs_exist_ok=True)
+        if result.heldout_path is not None:
+            shutil.copytree(result.heldout_path, staging, dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns("RECORD", "ORIGIN.json"))
+        (staging / ORIGIN).unlink(missing_ok=True)
+        if dest.exists():
+            dest.rmdir()
+        staging.rename(dest)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return dest

@@ -1,0 +1,174 @@
+"""The registry interface: publish, list versions, fetch, search, yank."""
+
+from __future__ import annotations
+
+import abc
+import datetime as dt
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from typing import IO, TYPE_CHECKING, Any
+
+from packaging.version import Version
+
+from envhub.errors import EnvNotFoundError, RegistryError
+from envhub.ids import EnvRef
+
+if TYPE_CHECKING:
+    from envhub.bundle import BuiltBundle
+
+__all__ = ["PublishResult", "Registry", "VersionEntry", "select_version", "version_key"]
+
+ENTRY_FORMAT = 1
+
+
+def version_key(version: str) -> str:
+    """The key a version is stored under: '1.0' and '1.0.0' are one PEP 440 version."""
+    # Imported here: packaging.utils pulls in packaging.tags, too slow for a warm pull.
+    from packaging.utils import canonicalize_version
+
+    return canonicalize_version(version, strip_trailing_zero=True)
+
+
+def utc_now() -> str:
+    return dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+@dataclass(frozen=True)
+class VersionEntry:
+    """One published version, as the registry's index records it."""
+
+    name: str
+    version: str
+    digest: str
+    size: int
+    published_at: str
+    score_version: int = 1
+    description: str = ""
+    tags: tuple[str, ...] = ()
+    heldout_digest: str | None = None
+    yanked: bool = False
+    yank_reason: str | None = None
+    #: An immutable locator of the published bytes (a blob path; a Hub commit id).
+    locator: str | None = None
+    #: The registry URL the entry came from (not stored in the index).
+    registry: str = field(default="", compare=False)
+
+    @property
+    def parsed_version(self) -> Version:
+        return Version(self.version)
+
+    @property
+    def ref(self) -> str:
+        return f"{self.name}@{self.version}"
+
+    def to_json(self) -> dict[str, Any]:
+        data = {k.replace("_", "-"): v for k, v in asdict(self).items()}
+        data["tags"] = list(self.tags)
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any], *, registry: str = "") -> VersionEntry:
+        known = {f.replace("_", "-"): f for f in cls.__dataclass_fields__}
+        kwargs = {known[k]: v for k, v in data.items() if k in known}
+        kwargs["tags"] = tuple(kwargs.get("tags", ()))
+        kwargs["registry"] = registry
+        return cls(**kwargs)
+
+    @classmethod
+    def for_bundle(cls, bundle: BuiltBundle, *, locator: str | None = None) -> VersionEntry:
+        env = bundle.manifest.environment
+        return cls(
+            name=env.name,
+            version=env.version,
+            digest=bundle.public.digest,
+            size=bundle.public.size,
+            published_at=utc_now(),
+            score_version=env.score_version,
+            description=env.description,
+            tags=tuple(env.tags),
+            heldout_digest=bundle.heldout.digest if bundle.heldout else None,
+            locator=locator,
+        )
+
+
+@dataclass(frozen=True)
+class PublishResult:
+    entry: VersionEntry
+    #: False when the same digest was already published under this version (a no-op).
+    created: bool
+
+
+class Registry(abc.ABC):
+    """A place environments are published to and pulled from, chosen by URL."""
+
+    url: str
+
+    @abc.abstractmethod
+    def publish(self, bundle: BuiltBundle) -> PublishResult:
+        """Publish ``bundle``'s public archive. The same digest again is a no-op
+        (``created=False``); other content under an existing version raises
+        :class:`envhub.errors.VersionConflictError`. Atomic: a failed publish leaves no
+        visible version."""
+
+    @abc.abstractmethod
+    def versions(self, name: str) -> list[VersionEntry]:
+        """Every published version of ``name``, yanked ones included, oldest first.
+        Raises :class:`EnvNotFoundError` if there is none."""
+
+    @abc.abstractmethod
+    def open_archive(self, entry: VersionEntry) -> IO[bytes]:
+        """A readable stream of the public archive. The caller verifies the digest."""
+
+    def local_archive(self, entry: VersionEntry) -> str | None:
+        """A local file holding the archive, if the registry is on this machine (so a
+        pull can verify and extract it without copying it first)."""
+        return None
+
+    @abc.abstractmethod
+    def search(self, query: str, *, tag: str | None = None) -> list[VersionEntry]:
+        """The newest non-yanked version of each environment whose name, description or
+        tags contain ``query`` (case-insensitive), restricted to ``tag`` if given."""
+
+    @abc.abstractmethod
+    def yank(self, name: str, version: str, reason: str) -> VersionEntry:
+        """Hide a version from resolution; it stays fetchable by exact pin."""
+
+    @contextmanager
+    def _wrap_errors(self, action: str) -> Iterator[None]:
+        try:
+            yield
+        except PermissionError as e:
+            raise RegistryError(f"{self.url}: cannot {action}: permission denied ({e.filename or e})",
+                                hint="check that you may write to this registry, or choose another with --registry") from e
+        except OSError as e:
+            if isinstance(e, FileNotFoundError):
+                raise
+            raise RegistryError(f"{self.url}: cannot {action}: {e}") from e
+
+
+def select_version(entries: list[VersionEntry], ref: EnvRef) -> tuple[VersionEntry, str | None]:
+    """The entry ``ref`` resolves to, and a warning if it is yanked.
+
+    The highest non-yanked version that matches; an exact pin also matches a yanked
+    version (with a warning). Pre-releases only when the reference names one.
+    Raises :class:`EnvNotFoundError` listing the versions that exist.
+    """
+    pinned = ref.pinned
+    if pinned is not None:
+        for entry in entries:
+            if entry.parsed_version == pinned:
+                warning = None
+                if entry.yanked:
+                    warning = (f"{entry.ref} is yanked" + (f": {entry.yank_reason}" if entry.yank_reason else "")
+                               + "; using it because it was pinned exactly")
+                return entry, warning
+    else:
+        specs = list(ref.specifier or ())
+        wants_pre = any(Version(s.version).is_prerelease for s in specs if not s.version.endswith("*"))
+        candidates = [e for e in entries if not e.yanked and ref.accepts(e.parsed_version, prereleases=wants_pre)]
+        if candidates:
+            return max(candidates, key=lambda e: e.parsed_version), None
+    existing = ", ".join(e.version + (" (yanked)" if e.yanked else "") for e in entries) or "none"
+    raise EnvNotFoundError(f"no version of {ref.name} matches {str(ref)!r}; versions: {existing}",
+                           hint=f"pin one that exists, e.g. '{ref.name}@{entries[-1].version}'" if entries else None)
