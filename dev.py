@@ -55,12 +55,28 @@ def setup() -> None:
 
 
 def demo() -> None:
-    """The main job: validate and describe the example environments."""
+    """The main job, on the embedded default registry: validate the example environments,
+    push each, pull it back by id, and show its info from the registry.
+
+    ENVHUB_HOME and ENVHUB_CACHE point into .envhub-dev/ (unless already set), so the demo
+    leaves your own registry alone; nothing needs a network or an account."""
     setup()
+    os.environ.setdefault("ENVHUB_HOME", str(ROOT / ".envhub-dev" / "home"))
+    os.environ.setdefault("ENVHUB_CACHE", str(ROOT / ".envhub-dev" / "cache"))
     examples = sorted(p for p in (ROOT / "example_envs").iterdir() if (p / "envhub.toml").exists())
     _run(BIN / "envhub", "validate", "--strict", *(p.relative_to(ROOT) for p in examples))
     for example in examples:
-        _run(BIN / "envhub", "info", example.relative_to(ROOT))
+        name = _env_name(example)
+        _run(BIN / "envhub", "push", example.relative_to(ROOT))
+        _run(BIN / "envhub", "pull", name)
+        _run(BIN / "envhub", "info", name)
+
+
+def _env_name(bundle: Path) -> str:
+    import json
+
+    out = subprocess.check_output([str(BIN / "envhub"), "info", "--json", str(bundle)], cwd=ROOT)
+    return json.loads(out)["name"]
 
 
 def test() -> None:
