@@ -19,6 +19,7 @@ import json
 import os
 import shutil
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Literal
@@ -87,15 +88,25 @@ class Cache:
             tmp.mkdir(parents=True)
             try:
                 archive = Path(local) if local else self._download(opener, tmp / "archive.tar")
-                actual = _file_digest(archive)
+                # Hash on a second thread while extracting into tmp/: nothing is renamed into
+                # place, and nothing is trusted, unless the digest matches.
+                tree = tmp / "tree"
+                with ThreadPoolExecutor(max_workers=1) as pool:
+                    hashing = pool.submit(_file_digest, archive)
+                    try:
+                        extract_archive(archive, tree, max_bytes=max_bytes, display=f"{entry.ref} ({digest[:19]}...)")
+                        extract_error = None
+                    except Exception as e:  # judged after the digest: bad bytes explain it best
+                        extract_error = e
+                    actual = hashing.result()
                 if actual != digest:
                     raise IntegrityError(
                         f"{entry.ref} from {entry.registry}: the archive's digest is {actual}, "
                         f"but the index says {digest}",
                         hint="the registry's copy is damaged or was tampered with; nothing was cached",
                     )
-                tree = tmp / "tree"
-                extract_archive(archive, tree, max_bytes=max_bytes, display=f"{entry.ref} ({digest[:19]}...)")
+                if extract_error is not None:
+                    raise extract_error
                 origin = {"name": entry.name, "version": entry.version, "digest": digest,
                           "registry": entry.registry, "kind": kind}
                 (tree / ORIGIN).write_text(json.dumps(origin, indent=2, sort_keys=True) + "\n")

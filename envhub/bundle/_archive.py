@@ -136,6 +136,33 @@ def _member_problem(member: tarfile.TarInfo, seen: set[str]) -> str | None:
     return None
 
 
+def _copy_member(tar: tarfile.TarFile, member: tarfile.TarInfo, raw: BinaryIO, out: BinaryIO) -> None:
+    """Copy one member's bytes. An uncompressed tar keeps them contiguous at
+    ``offset_data``, so the kernel can copy them (copy_file_range) without passing
+    through Python; elsewhere, a buffered copy."""
+    remaining, offset = member.size, member.offset_data
+    if _HAS_COPY_FILE_RANGE and remaining and not member.sparse:
+        try:
+            while remaining:
+                copied = os.copy_file_range(raw.fileno(), out.fileno(), remaining, offset)
+                if copied == 0:
+                    raise EOFError("unexpected end of data")
+                offset += copied
+                remaining -= copied
+            return
+        except OSError:  # e.g. EXDEV on older kernels, or a filesystem that refuses it
+            if remaining != member.size:
+                raise
+    source = tar.extractfile(member)
+    assert source is not None  # a regular file
+    shutil.copyfileobj(source, out, _COPY_BUFFER)
+    if out.tell() != member.size:
+        raise EOFError("unexpected end of data")
+
+
+_HAS_COPY_FILE_RANGE = hasattr(os, "copy_file_range")
+
+
 def extract_archive(archive: Path, dest: Path, *, max_bytes: int, display: str | None = None) -> int:
     """Extract a bundle archive into ``dest`` (which must not exist) and return its size.
 
@@ -152,7 +179,7 @@ def extract_archive(archive: Path, dest: Path, *, max_bytes: int, display: str |
     total = 0
     seen: set[str] = set()
     try:
-        with tarfile.open(archive, mode="r:") as tar:
+        with open(archive, "rb") as raw, tarfile.open(fileobj=raw, mode="r:") as tar:
             for count, member in enumerate(tar, start=1):
                 if count > _MAX_MEMBERS:
                     raise fail(f"more than {_MAX_MEMBERS} entries")
@@ -168,10 +195,8 @@ def extract_archive(archive: Path, dest: Path, *, max_bytes: int, display: str |
                                "raise ENVHUB_MAX_BUNDLE_BYTES if you trust this bundle")
                 target = dest / member.name
                 target.parent.mkdir(parents=True, exist_ok=True)
-                source = tar.extractfile(member)
-                assert source is not None  # a regular file
                 with open(target, "wb") as out:
-                    shutil.copyfileobj(source, out, _COPY_BUFFER)
+                    _copy_member(tar, member, raw, out)
                 if member.mode & stat.S_IXUSR:
                     target.chmod(0o755)
     except BundleError:

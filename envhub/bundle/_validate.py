@@ -183,20 +183,23 @@ def _splits(root: Path, m: Manifest, check: BundleCheck, shown, at, max_line_byt
 
 
 def _ids_across_splits(m: Manifest, scans: dict[str, SplitScan], shown) -> Iterator[Problem]:  # type: ignore[no-untyped-def]
-    names = list(scans)
-    for i, a in enumerate(names):
-        for b in names[i + 1 :]:
-            small, large = sorted((a, b), key=lambda n: len(scans[n].ids))
-            shared = [task_id for task_id in scans[small].ids if task_id in scans[large].ids]
-            for task_id in shared[:10]:
-                line = scans[b].ids[task_id]
-                yield Problem("error", "duplicate-id",
-                              f"task id {task_id!r} is also in split {a!r} (line {scans[a].ids[task_id]})",
-                              file=shown(m.tasks.splits[b].path), line=line,
-                              hint="task ids must be unique across all splits")
-            if len(shared) > 10:
-                yield Problem("error", "duplicate-id", f"... and {len(shared) - 10} more ids shared by splits {a!r} and {b!r}",
-                              file=shown(m.tasks.splits[b].path))
+    """Ids shared by two splits, in one pass over every id (not per pair of splits)."""
+    first: dict[object, tuple[str, int]] = {}  # id -> (split, line) where it first appears
+    shared: dict[tuple[str, str], list[object]] = {}
+    for name, scan in scans.items():
+        for task_id, line in scan.ids.items():
+            seen = first.setdefault(task_id, (name, line))
+            if seen[0] != name:
+                shared.setdefault((seen[0], name), []).append(task_id)
+    for (a, b), ids in shared.items():
+        for task_id in ids[:10]:
+            yield Problem("error", "duplicate-id",
+                          f"task id {task_id!r} is also in split {a!r} (line {first[task_id][1]})",
+                          file=shown(m.tasks.splits[b].path), line=scans[b].ids[task_id],
+                          hint="task ids must be unique across all splits")
+        if len(ids) > 10:
+            yield Problem("error", "duplicate-id", f"... and {len(ids) - 10} more ids shared by splits {a!r} and {b!r}",
+                          file=shown(m.tasks.splits[b].path))
 
 
 def _warnings(m: Manifest, at) -> Iterator[Problem]:  # type: ignore[no-untyped-def]
