@@ -19,7 +19,6 @@ import json
 import os
 import shutil
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Literal
@@ -76,6 +75,8 @@ class Cache:
         final = self.path(digest, kind)
         if final.is_dir():
             return final, True
+        from concurrent.futures import ThreadPoolExecutor
+
         from filelock import FileLock
 
         from envhub.bundle._archive import extract_archive

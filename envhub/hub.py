@@ -57,13 +57,18 @@ def resolve(ref: EnvRef, registry_url: str, cache: Cache, *, offline: bool,
     remembered = cache.remembered(registry_url, str(ref.name))
     if pinned is not None:
         for entry in remembered:
-            if entry.parsed_version == pinned and cache.has(entry.digest) and not entry.yanked:
-                return entry, None, None
+            if entry.parsed_version == pinned and cache.has(entry.digest):
+                return (*select_version([entry], ref), None)
     if offline:
         if not remembered:
             raise EnvNotFoundError(f"{ref.name} is not in the cache (offline)",
                                    hint=f"pull it once online: envhub pull {ref}")
-        entry, warning = select_version(remembered, ref)
+        try:
+            entry, warning = select_version(remembered, ref)
+        except EnvNotFoundError:
+            cached = ", ".join(e.version for e in remembered)
+            raise EnvNotFoundError(f"{ref} is not in the cache (offline); cached versions: {cached}",
+                                   hint=f"pull it once online: envhub pull {ref}") from None
         if not cache.has(entry.digest):
             raise EnvNotFoundError(f"{entry.ref} is not in the cache (offline)", hint=f"pull it once online: envhub pull {entry.ref}")
         return entry, warning, None
