@@ -65,6 +65,25 @@ class Cache:
     def has(self, digest: str, kind: Kind = "bundles") -> bool:
         return self.path(digest, kind).is_dir()
 
+    def cached(self, entry: VersionEntry) -> Path | None:
+        """The cached public bundle of ``entry``, if any, checked to be that environment:
+        an archive embeds its name and version, so one digest is one environment version."""
+        path = self.path(entry.digest)
+        try:
+            origin = json.loads((path / ORIGIN).read_text())
+        except FileNotFoundError:
+            return None
+        except (OSError, ValueError):
+            origin = {}
+        # Every index entry of one digest comes from the same manifest, so the strings match.
+        if origin.get("name") != entry.name or origin.get("version") != entry.version:
+            raise IntegrityError(
+                f"{entry.ref} from {entry.registry}: the archive holds {origin.get('name')} {origin.get('version')}, "
+                f"not {entry.name} {entry.version}",
+                hint="the registry's index was tampered with or damaged; nothing was cached",
+            )
+        return path
+
     def install(self, entry: VersionEntry, digest: str, *, kind: Kind, max_bytes: int,
                 local: str | None, opener: Callable[[], IO[bytes]]) -> tuple[Path, bool]:
         """Make sure the archive with ``digest`` is extracted in the cache.
@@ -108,6 +127,8 @@ class Cache:
                     )
                 if extract_error is not None:
                     raise extract_error
+                if kind == "bundles":
+                    _check_identity(tree, entry)
                 origin = {"name": entry.name, "version": entry.version, "digest": digest,
                           "registry": entry.registry, "kind": kind}
                 (tree / ORIGIN).write_text(json.dumps(origin, indent=2, sort_keys=True) + "\n")
@@ -196,3 +217,25 @@ class Cache:
             shutil.rmtree(path, ignore_errors=True)
             count += 1
         return count
+
+
+def _check_identity(tree: Path, entry: VersionEntry) -> None:
+    """The bundle is the one the index entry names: an index edited to point at another
+    genuine blob must not hand out the wrong environment."""
+    import sys
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    from packaging.version import InvalidVersion, Version
+
+    try:
+        env = tomllib.loads((tree / "envhub.toml").read_text(encoding="utf-8"))["environment"]
+        same = env["name"] == entry.name and Version(env["version"]) == entry.parsed_version
+        found = f"{env['name']} {env['version']}"
+    except (OSError, ValueError, KeyError, TypeError, InvalidVersion):
+        same, found = False, "no readable manifest"
+    if not same:
+        raise IntegrityError(f"{entry.ref} from {entry.registry}: the archive holds {found}, not {entry.name} {entry.version}",
+                             hint="the registry's index was tampered with or damaged; nothing was cached")

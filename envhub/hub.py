@@ -87,13 +87,21 @@ def pull(ref_text: str, registry_url: str, settings: Settings, *, with_heldout: 
     ref = parse_ref(ref_text)
     cache = Cache(settings.cache)
     entry, warning, registry = resolve(ref, registry_url, cache, offline=offline)
-    cached = cache.has(entry.digest)
+    cached_path = cache.cached(entry)
+    cached = cached_path is not None
     if not cached:
+        from envhub.registry._base import is_backend_error, unreachable
+
         registry = registry or open_registry(registry_url)
-        path, cached = cache.install(entry, entry.digest, kind="bundles", max_bytes=settings.max_bundle_bytes,
-                                     local=registry.local_archive(entry), opener=lambda: registry.open_archive(entry))
+        try:
+            path, cached = cache.install(entry, entry.digest, kind="bundles", max_bytes=settings.max_bundle_bytes,
+                                         local=registry.local_archive(entry), opener=lambda: registry.open_archive(entry))
+        except Exception as e:
+            if not is_backend_error(e):
+                raise
+            raise unreachable(registry_url, f"download {entry.ref}", e) from e
     else:
-        path = cache.path(entry.digest)
+        path = cached_path
     if registry is not None:
         cache.remember(entry)
     heldout_path = None

@@ -178,6 +178,7 @@ def extract_archive(archive: Path, dest: Path, *, max_bytes: int, display: str |
     dest.mkdir(parents=True)
     total = 0
     seen: set[str] = set()
+    sizes: dict[str, int] = {}
     try:
         with open(archive, "rb") as raw, tarfile.open(fileobj=raw, mode="r:") as tar:
             for count, member in enumerate(tar, start=1):
@@ -199,6 +200,20 @@ def extract_archive(archive: Path, dest: Path, *, max_bytes: int, display: str |
                     _copy_member(tar, member, raw, out)
                 if member.mode & stat.S_IXUSR:
                     target.chmod(0o755)
+                sizes[member.name] = member.size
+        # A tar cut at an entry boundary reads as complete: the RECORD, written last,
+        # shows whether every entry is there.
+        if RECORD not in sizes:
+            raise fail(f"the archive has no {RECORD}: it ends early or was not made by 'envhub build'",
+                       "pull it again")
+        try:
+            listed = parse_record((dest / RECORD).read_text(encoding="utf-8"))
+        except ValueError as e:
+            raise fail(f"{RECORD} is unreadable ({e})",
+                       "the archive was not made by 'envhub build'; do not use it") from e
+        del sizes[RECORD]
+        if {path: size for path, (_, size) in listed.items()} != sizes:
+            raise fail(f"the entries do not match {RECORD}: the archive ends early or was altered", "pull it again")
     except BundleError:
         shutil.rmtree(dest, ignore_errors=True)
         raise

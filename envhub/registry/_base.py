@@ -145,6 +145,24 @@ class Registry(abc.ABC):
             if isinstance(e, FileNotFoundError):
                 raise
             raise RegistryError(f"{self.url}: cannot {action}: {e}") from e
+        except Exception as e:
+            if not is_backend_error(e):
+                raise
+            raise unreachable(self.url, action, e) from e
+
+
+# Storage clients raise their own exception types for network failures (botocore's are
+# not OSErrors): recognised by module, so a bug of ours is still reported as one.
+_BACKEND_MODULES = ("botocore", "aiobotocore", "aiohttp", "s3fs", "gcsfs", "adlfs", "requests", "urllib3", "httpx")
+
+
+def is_backend_error(e: BaseException) -> bool:
+    return type(e).__module__.split(".")[0] in _BACKEND_MODULES
+
+
+def unreachable(url: str, action: str, e: BaseException) -> RegistryError:
+    return RegistryError(f"{url}: cannot {action}: {type(e).__name__}: {e}",
+                         hint="check the registry URL, your network and your credentials, or use --offline")
 
 
 def select_version(entries: list[VersionEntry], ref: EnvRef) -> tuple[VersionEntry, str | None]:

@@ -19,15 +19,17 @@ import os
 import posixpath
 import threading
 import uuid
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from envhub.bundle._build import BuiltBundle
 from envhub.errors import EnvNotFoundError, IntegrityError, RegistryError, VersionConflictError
 from envhub.ids import parse_name
 from envhub.registry._base import PublishResult, Registry, VersionEntry, utc_now, version_key
+
+if TYPE_CHECKING:
+    from envhub.bundle import BuiltBundle
 
 __all__ = ["BlobStore", "FsspecRegistry", "HeldoutStore"]
 
@@ -125,7 +127,15 @@ class BlobStore:
                 return False
             raise
 
+    def listdir(self, path: str) -> list[str]:
+        """The names in directory ``path``, listed afresh. Raises FileNotFoundError."""
+        # Filesystems that cache listings (s3fs) would otherwise hide what other writers
+        # published since: new versions, yank markers.
+        self.fs.invalidate_cache(path)
+        return [posixpath.basename(p.rstrip("/")) for p in self.fs.ls(path, detail=False)]
+
     def read_json(self, path: str) -> dict[str, Any]:
+        self.fs.invalidate_cache(path)  # a cached listing of the directory may predate the file
         try:
             with self.fs.open(path, "rb") as f:
                 data = json.loads(f.read())
@@ -195,7 +205,7 @@ class FsspecRegistry(Registry):
         env_dir = self._env_dir(name)
         with self._wrap_errors("read the index"):
             try:
-                files = [posixpath.basename(p) for p in self.store.fs.ls(env_dir, detail=False)]
+                files = self.store.listdir(env_dir)
             except FileNotFoundError:
                 files = []
             yanks = {f[: -len(".yanked.json")] for f in files if f.endswith(".yanked.json")}
@@ -223,18 +233,24 @@ class FsspecRegistry(Registry):
         return "publish it with 'envhub push', or search with 'envhub search'"
 
     def _names(self) -> list[str]:
+        index = self.store.path("index")
+        names = []
         try:
-            paths = self.store.fs.glob(self.store.path("index", "*", "*"))
+            for namespace in self.store.listdir(index):
+                names.extend(f"{namespace}/{name}" for name in self.store.listdir(posixpath.join(index, namespace)))
         except FileNotFoundError:
             return []
-        return sorted("/".join(p.rstrip("/").split("/")[-2:]) for p in paths)
+        return sorted(names)
 
     def open_archive(self, entry: VersionEntry) -> IO[bytes]:
         with self._wrap_errors("read a blob"):
             return self.store.open_blob(entry.digest)
 
     def local_archive(self, entry: VersionEntry) -> str | None:
-        return self.store.blob_path(entry.digest) if self.store.local else None
+        if not self.store.local:
+            return None
+        path = self.store.blob_path(entry.digest)
+        return path if os.path.isfile(path) else None  # if missing, open_archive says so
 
     def search(self, query: str, *, tag: str | None = None) -> list[VersionEntry]:
         query = query.lower()
@@ -274,17 +290,20 @@ class HeldoutStore:
 
     def put(self, bundle: BuiltBundle) -> None:
         assert bundle.heldout is not None
-        if self.store.local:
-            # Readable by the owner only: held-out answers must not leak to other users.
-            os.makedirs(self.store.root, mode=0o700, exist_ok=True)
-            os.chmod(self.store.root, 0o700)
         try:
+            if self.store.local:
+                # Readable by the owner only: held-out answers must not leak to other users.
+                os.makedirs(self.store.root, mode=0o700, exist_ok=True)
+                os.chmod(self.store.root, 0o700)
             self.store.put_blob(bundle.heldout.digest, bundle.heldout.path, bundle.heldout.size)
             env = parse_name(bundle.name)
             path = self.store.path("index", env.namespace, env.name, f"{version_key(bundle.version)}.json")
             self.store.create_json(path, {"digest": bundle.heldout.digest, "size": bundle.heldout.size})
         except PermissionError as e:
             raise RegistryError(f"{self.url}: cannot store held-out splits: permission denied") from e
+        except OSError as e:  # a full disk, a store that is a file, a network error
+            raise RegistryError(f"{self.url}: cannot store held-out splits: {e}",
+                                hint="nothing was published; fix ENVHUB_HELDOUT_STORE and push again") from e
 
     def open(self, entry: VersionEntry) -> IO[bytes]:
         if entry.heldout_digest is None:
