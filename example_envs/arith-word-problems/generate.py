@@ -22,6 +22,7 @@ percentages that come out whole), so every answer is a non-negative integer.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import random
 from collections.abc import Callable
@@ -231,7 +232,8 @@ def recipe_start(rng: random.Random) -> Story:
     name, serves = rng.choice(NAMES), rng.randint(2, 6)
     per = rng.choice(range(20, 155, 5))
     people = rng.choice([p for p in range(2, 25) if p != serves])
-    ctx = {"name": name, "ingredient": ingredient, "unit": unit, "packs": packs, "per": per, "people": people}
+    # "guests" counts people at the table (not the freezer pot), so cancellations stay possible.
+    ctx = {"name": name, "ingredient": ingredient, "unit": unit, "packs": packs, "per": per, "guests": people}
     s = Story("recipe", ctx, per * people,
               [f"A {dish} recipe for {serves} people uses {per * serves} {unit} of {ingredient}.",
                f"{name} is cooking for {people} people."],
@@ -243,27 +245,27 @@ def recipe_start(rng: random.Random) -> Story:
 
 def recipe_more(rng: random.Random, s: Story) -> Step | None:
     k, per = rng.randint(1, 8), s.ctx["per"]
-    s.ctx["people"] = s.ctx["people"] + k  # type: ignore[operator]
+    s.ctx["guests"] = s.ctx["guests"] + k  # type: ignore[operator]
     new = s.value + per * k  # type: ignore[operator]
     return Step(f"Then {plural(k, 'more guest')} {'says' if k == 1 else 'say'} they are coming.",
                 f"{k} * {per} = {per * k} {s.ctx['unit']} more: {s.value} + {per * k} = {new}.", new)  # type: ignore[operator]
 
 
 def recipe_cancel(rng: random.Random, s: Story) -> Step | None:
-    people, per = s.ctx["people"], s.ctx["per"]
-    if people < 3:  # type: ignore[operator]
+    guests, per = s.ctx["guests"], s.ctx["per"]
+    if guests < 3:  # type: ignore[operator]
         return None
-    k = rng.randint(1, people - 2)  # type: ignore[operator]
-    s.ctx["people"] = people - k  # type: ignore[operator]
+    k = rng.randint(1, guests - 2)  # type: ignore[operator]
+    s.ctx["guests"] = guests - k  # type: ignore[operator]
     new = s.value - per * k  # type: ignore[operator]
     return Step(f"{plural(k, 'guest')} {'cancels' if k == 1 else 'cancel'}.",
                 f"{k} * {per} = {per * k} {s.ctx['unit']} fewer: {s.value} - {per * k} = {new}.", new)  # type: ignore[operator]
 
 
 def recipe_double(rng: random.Random, s: Story) -> Step | None:
-    if s.value > 2000:
+    if s.ctx.get("freezer") or s.value > 2000:
         return None
-    s.ctx["people"] = s.ctx["people"] * 2  # type: ignore[operator]
+    s.ctx["freezer"] = True
     return Step(f"{s.ctx['name']} decides to make a second, identical pot for the freezer.",
                 f"Two pots need twice as much: {s.value} * 2 = {s.value * 2}.", s.value * 2)
 
@@ -454,13 +456,17 @@ def make_problem(rng: random.Random, difficulty: int) -> tuple[str, int, str]:
     while True:
         topic = TOPICS[rng.choice(sorted(TOPICS))]
         story = topic.start(rng)
+        previous: StepFn | None = None
         while len(story.lines) < difficulty:
             last = len(story.lines) == difficulty - 1
             # A final step is only ever the last one; it stands in for the default question.
-            pool = list(topic.steps) + (list(topic.finals) if last and rng.random() < 0.5 else [])
+            pool = [fn for fn in topic.steps if fn is not previous]  # no step twice in a row
+            if last and rng.random() < 0.5:
+                pool += topic.finals
             for fn in rng.sample(pool, len(pool)):
                 step = fn(rng, story)
                 if step is not None:
+                    previous = fn
                     break
             else:
                 break  # nothing fits this story any more: start another
@@ -478,7 +484,8 @@ def make_problem(rng: random.Random, difficulty: int) -> tuple[str, int, str]:
 def make_split(split: str, n: int, seed: int, seen: set[str]) -> list[dict[str, object]]:
     """``n`` rows for ``split``, difficulties balanced, prompts not already in ``seen``."""
     # One generator per split (seeded from a string, which random hashes with SHA-512, so
-    # it is stable across runs and platforms): resizing train leaves dev and test alone.
+    # it is stable across runs and platforms): resizing train leaves dev and test alone,
+    # except where a dev or test prompt would repeat a train one and is drawn again.
     rng = random.Random(f"{seed}:{split}")
     difficulties = [DIFFICULTIES[i % len(DIFFICULTIES)] for i in range(n)]
     rng.shuffle(difficulties)
@@ -503,8 +510,6 @@ def main(argv: list[str] | None = None) -> None:
         parser.add_argument(f"--{split}", type=int, default=n, metavar="N", help=f"rows in {split} (default: %(default)s)")
     args = parser.parse_args(argv)
 
-    import hashlib
-
     args.out.mkdir(parents=True, exist_ok=True)
     seen: set[str] = set()  # no prompt appears twice, within or across splits
     for split in DEFAULT_SIZES:
@@ -512,7 +517,8 @@ def main(argv: list[str] | None = None) -> None:
         data = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows).encode("utf-8")
         path = args.out / f"{split}.jsonl"
         path.write_bytes(data)
-        print(f"{path}: rows = {len(rows)}, sha256 = \"{hashlib.sha256(data).hexdigest()}\"")
+        # In the form of envhub.toml's [tasks.splits.*], to paste there if the data changed.
+        print(f"{split}: {path}\n  rows = {len(rows)}\n  sha256 = \"{hashlib.sha256(data).hexdigest()}\"")
 
 
 if __name__ == "__main__":
