@@ -176,7 +176,7 @@ def test_gathers_every_problem(tmp_path: Path, envhub_cli) -> None:
     result = envhub_cli("validate", str(root))
     assert result.code == 2
     codes = [p["code"] for p in json.loads(envhub_cli("validate", "--format", "json", str(root)).out)["problems"]]
-    assert codes == ["missing-field", "missing-field", "invalid-json", "duplicate-id", "bad-path"]
+    assert codes == ["missing-field", "missing-field", "invalid-json", "bad-path", "duplicate-id"]
 
 
 def test_digest_recorded_and_checked(tmp_path: Path) -> None:

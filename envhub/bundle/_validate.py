@@ -13,7 +13,7 @@ from envhub.manifest import MANIFEST_FILENAME, Manifest, parse_manifest
 from envhub.manifest._locate import locate
 from envhub.manifest._models import CodeTests, ExactMatch, JsonMatch, LlmJudge, Numeric, RegexMatch, Rubric
 from envhub.problems import Problem, Report
-from envhub.tasks import DEFAULT_MAX_LINE_BYTES, SplitScan, scan_jsonl, scan_parquet
+from envhub.tasks import DEFAULT_MAX_LINE_BYTES, IdSource, TaskIds, duplicate_id_problems, scan_jsonl, scan_parquet
 
 __all__ = ["BundleCheck", "SplitFacts", "validate_bundle"]
 
@@ -140,7 +140,8 @@ def _required_fields(m: Manifest) -> tuple[list[str], list[str]]:
 
 def _splits(root: Path, m: Manifest, check: BundleCheck, shown, at, max_line_bytes: int) -> Iterator[Problem]:  # type: ignore[no-untyped-def]
     fields, numeric = _required_fields(m)
-    scans: dict[str, SplitScan] = {}
+    task_ids = TaskIds()  # ids are unique within and across splits
+    sources: list[IdSource] = []
     for name, split in m.tasks.splits.items():
         facts = SplitFacts(name, split.held_out)
         check.splits.append(facts)
@@ -162,12 +163,13 @@ def _splits(root: Path, m: Manifest, check: BundleCheck, shown, at, max_line_byt
             continue
         display = shown(split.path)
         if m.tasks.format == "parquet":
-            scan = scan_parquet(target, display=display, id_field=m.tasks.id_field, fields=fields, numeric_fields=numeric)
+            scan = scan_parquet(target, display=display, id_field=m.tasks.id_field, fields=fields,
+                                numeric_fields=numeric, task_ids=task_ids)
         else:
             scan = scan_jsonl(target, display=display, id_field=m.tasks.id_field, fields=fields,
-                              numeric_fields=numeric, max_line_bytes=max_line_bytes)
+                              numeric_fields=numeric, max_line_bytes=max_line_bytes, task_ids=task_ids)
+        sources.append(IdSource(name, target, display, m.tasks.format))
         facts.rows, facts.sha256 = scan.rows, scan.sha256
-        scans[name] = scan
         yield from scan.problems
         if scan.rows == 0 and not scan.problems:
             yield Problem("error", "empty-split", f"split {name!r} has no tasks", file=display,
@@ -179,27 +181,8 @@ def _splits(root: Path, m: Manifest, check: BundleCheck, shown, at, max_line_byt
             yield Problem("error", "digest-mismatch", f"the manifest records sha256 = {split.sha256[:12]}..., but the file's is {scan.sha256[:12]}...",
                           hint="the file changed since it was recorded: update or remove 'sha256'",
                           **at(f"tasks.splits.{name}.sha256", "tasks", "splits", name, "sha256"))
-    yield from _ids_across_splits(m, scans, shown)
-
-
-def _ids_across_splits(m: Manifest, scans: dict[str, SplitScan], shown) -> Iterator[Problem]:  # type: ignore[no-untyped-def]
-    """Ids shared by two splits, in one pass over every id (not per pair of splits)."""
-    first: dict[object, tuple[str, int]] = {}  # id -> (split, line) where it first appears
-    shared: dict[tuple[str, str], list[object]] = {}
-    for name, scan in scans.items():
-        for task_id, line in scan.ids.items():
-            seen = first.setdefault(task_id, (name, line))
-            if seen[0] != name:
-                shared.setdefault((seen[0], name), []).append(task_id)
-    for (a, b), ids in shared.items():
-        for task_id in ids[:10]:
-            yield Problem("error", "duplicate-id",
-                          f"task id {task_id!r} is also in split {a!r} (line {first[task_id][1]})",
-                          file=shown(m.tasks.splits[b].path), line=scans[b].ids[task_id],
-                          hint="task ids must be unique across all splits")
-        if len(ids) > 10:
-            yield Problem("error", "duplicate-id", f"... and {len(ids) - 10} more ids shared by splits {a!r} and {b!r}",
-                          file=shown(m.tasks.splits[b].path))
+    if task_ids.repeated:
+        yield from duplicate_id_problems(sources, m.tasks.id_field)
 
 
 def _warnings(m: Manifest, at) -> Iterator[Problem]:  # type: ignore[no-untyped-def]
