@@ -1,1 +1,47 @@
-"""envhub: versioned, verifiable environments for RL with LLM agents."""
+"""envhub: versioned, verifiable environments for RL with LLM agents.
+
+The public surface is re-exported here and imported on first use, so that importing
+``envhub`` (as the ``envhub`` command does) stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from envhub._version import __version__
+
+if TYPE_CHECKING:
+    from envhub.bundle import BuiltBundle, BundleCheck, build_bundle, validate_bundle
+    from envhub.errors import (
+        BundleError,
+        EnvhubError,
+        EnvNotFoundError,
+        IntegrityError,
+        InvalidIdError,
+        ManifestError,
+        RegistryError,
+        VersionConflictError,
+    )
+    from envhub.ids import EnvName, EnvRef, parse_name, parse_ref
+    from envhub.manifest import Manifest, dump_manifest, load_manifest, parse_manifest
+    from envhub.registry import Registry, VersionEntry, open_registry
+
+_WHERE = {
+    "BuiltBundle": "envhub.bundle", "BundleCheck": "envhub.bundle", "build_bundle": "envhub.bundle",
+    "validate_bundle": "envhub.bundle",
+    "BundleError": "envhub.errors", "EnvhubError": "envhub.errors", "EnvNotFoundError": "envhub.errors",
+    "IntegrityError": "envhub.errors", "InvalidIdError": "envhub.errors", "ManifestError": "envhub.errors",
+    "RegistryError": "envhub.errors", "VersionConflictError": "envhub.errors",
+    "EnvName": "envhub.ids", "EnvRef": "envhub.ids", "parse_name": "envhub.ids", "parse_ref": "envhub.ids",
+    "Manifest": "envhub.manifest", "dump_manifest": "envhub.manifest", "load_manifest": "envhub.manifest",
+    "parse_manifest": "envhub.manifest",
+    "Registry": "envhub.registry", "VersionEntry": "envhub.registry", "open_registry": "envhub.registry",
+}
+__all__ = ["__version__", *sorted(_WHERE)]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module 'envhub' has no attribute {name!r}")
+    return getattr(importlib.import_module(_WHERE[name]), name)

@@ -34,3 +34,11 @@ def test_installed_distribution() -> None:
     dist = distribution("envhub-rl")
     assert any(ep.name == "envhub" and ep.value == "envhub.cli:main" for ep in dist.entry_points)
     assert (ROOT / "envhub" / "py.typed").exists()
+
+
+def test_public_surface_resolves() -> None:
+    import envhub
+
+    for name in envhub.__all__:
+        assert getattr(envhub, name) is not None, name
+    assert envhub.parse_ref("acme/x@1.0").pinned is not None
