@@ -49,8 +49,8 @@ class PullResult:
     warning: str | None = None
 
 
-def resolve(ref: EnvRef, registry_url: str, cache: Cache, *, offline: bool,
-            open_registry_fn=None) -> tuple[VersionEntry, str | None, Registry | None]:  # type: ignore[no-untyped-def]
+def resolve(ref: EnvRef, registry_url: str, cache: Cache, *,
+            offline: bool) -> tuple[VersionEntry, str | None, Registry | None]:
     """Resolve ``ref`` to a version entry. An exact pin already in the cache needs no
     registry (versions are immutable); ``offline`` uses only what the cache remembers."""
     pinned = ref.pinned
@@ -74,7 +74,7 @@ def resolve(ref: EnvRef, registry_url: str, cache: Cache, *, offline: bool,
         return entry, warning, None
     from envhub.registry import open_registry
 
-    registry = (open_registry_fn or open_registry)(registry_url)
+    registry = open_registry(registry_url)
     entry, warning = select_version(registry.versions(str(ref.name)), ref)
     return entry, warning, registry
 
