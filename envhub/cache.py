@@ -222,16 +222,12 @@ class Cache:
 def _check_identity(tree: Path, entry: VersionEntry) -> None:
     """The bundle is the one the index entry names: an index edited to point at another
     genuine blob must not hand out the wrong environment."""
-    import sys
-
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
     from packaging.version import InvalidVersion, Version
 
+    from envhub import _toml
+
     try:
-        env = tomllib.loads((tree / "envhub.toml").read_text(encoding="utf-8"))["environment"]
+        env = _toml.loads((tree / "envhub.toml").read_text(encoding="utf-8"))["environment"]
         same = env["name"] == entry.name and Version(env["version"]) == entry.parsed_version
         found = f"{env['name']} {env['version']}"
     except (OSError, ValueError, KeyError, TypeError, InvalidVersion):

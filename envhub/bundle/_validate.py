@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from envhub.bundle._paths import escaping_symlinks, resolve_inside
-from envhub.manifest import MANIFEST_FILENAME, Manifest, parse_manifest
+from envhub.manifest import MANIFEST_FILENAME, Manifest, Split, parse_manifest
 from envhub.manifest._locate import locate
 from envhub.manifest._models import CodeTests, ExactMatch, JsonMatch, LlmJudge, Numeric, RegexMatch, Rubric
 from envhub.problems import Problem, Report
@@ -26,6 +26,13 @@ class SplitFacts:
     held_out: bool
     rows: int | None = None
     sha256: str | None = None
+
+    @classmethod
+    def recorded(cls, name: str, split: Split) -> SplitFacts:
+        """What the manifest itself says: recorded rows and digest, or the size of a
+        generator's seed range."""
+        rows = split.rows if split.seeds is None else split.seeds[1] - split.seeds[0]
+        return cls(name, split.held_out, rows, split.sha256)
 
 
 @dataclass
@@ -143,10 +150,9 @@ def _splits(root: Path, m: Manifest, check: BundleCheck, shown, at, max_line_byt
     task_ids = TaskIds()  # ids are unique within and across splits
     sources: list[IdSource] = []
     for name, split in m.tasks.splits.items():
-        facts = SplitFacts(name, split.held_out)
+        facts = SplitFacts.recorded(name, split)
         check.splits.append(facts)
         if split.path is None:  # generator splits: nothing to read without running code
-            facts.rows = split.seeds[1] - split.seeds[0] if split.seeds else None
             continue
         where = at(f"tasks.splits.{name}.path", "tasks", "splits", name, "path")
         target, why = resolve_inside(root, split.path)
@@ -156,7 +162,6 @@ def _splits(root: Path, m: Manifest, check: BundleCheck, shown, at, max_line_byt
             if split.held_out and why == "not found" and split.rows is not None and split.sha256:
                 # A built bundle: the held-out file was moved to the private store, and
                 # the manifest records its count and digest instead.
-                facts.rows, facts.sha256 = split.rows, split.sha256
                 continue
             hint = f"create {split.path}, or fix the path (relative to envhub.toml)" if why == "not found" else None
             yield Problem("error", "bad-path", f"task file {split.path!r} {why}", hint=hint, **where)

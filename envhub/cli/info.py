@@ -20,12 +20,16 @@ def info(target: str, registry: str | None, offline: bool, as_json: bool) -> Non
     PATH|REF is a bundle directory (default: the current one) or a registry id such as
     acme/env or acme/env@1.2.0, which is pulled (verified, cached) first.
     """
-    from envhub.bundle import validate_bundle
+    from envhub.bundle import SplitFacts, validate_bundle
     from envhub.errors import BundleError
 
     published: dict[str, object] = {}
     if Path(target).exists() or "/" not in target or target.startswith((".", "/", "~")):
         check = validate_bundle(Path(target))
+        if not check.ok or check.manifest is None:
+            raise BundleError(f"{target}: the bundle is invalid", [p for p in check.problems if p.severity == "error"],
+                              hint=f"run 'envhub validate {target}' for every problem")
+        m, splits, path = check.manifest, check.splits, check.path
     else:
         from envhub.cli._common import registry_context
         from envhub.hub import pull
@@ -37,11 +41,12 @@ def info(target: str, registry: str | None, offline: bool, as_json: bool) -> Non
         entry = result.entry
         published = {"registry": entry.registry or url, "digest": entry.digest, "published-at": entry.published_at,
                      "yanked": entry.yanked, "yank-reason": entry.yank_reason}
-        check = validate_bundle(result.path)
-    if not check.ok or check.manifest is None:
-        raise BundleError(f"{target}: the bundle is invalid", [p for p in check.problems if p.severity == "error"],
-                          hint=f"run 'envhub validate {target}' for every problem")
-    m = check.manifest
+        # The pulled bundle matched its digest and was validated when built, and its
+        # manifest records every split's rows: no need to scan the task files again.
+        from envhub.manifest import load_manifest
+
+        m, path = load_manifest(result.path), result.path
+        splits = [SplitFacts.recorded(name, split) for name, split in m.tasks.splits.items()]
     verifier = m.verifier
     data = {
         "name": m.environment.name,
@@ -55,8 +60,8 @@ def info(target: str, registry: str | None, offline: bool, as_json: bool) -> Non
         "criteria": [c.name for c in getattr(verifier, "criteria", [])],
         "state": m.state.kind,
         "dependencies": dict(m.dependencies),
-        "splits": [vars(s) for s in check.splits],
-        "path": str(check.path),
+        "splits": [vars(s) for s in splits],
+        "path": str(path),
         **published,
     }
     if as_json:
@@ -81,6 +86,6 @@ def info(target: str, registry: str | None, offline: bool, as_json: bool) -> Non
         if published["yanked"]:
             click.echo(f"  yanked:    {published['yank-reason']}")
     click.echo("  splits:")
-    for s in check.splits:
+    for s in splits:
         held = "  held-out" if s.held_out else ""
         click.echo(f"    {s.name:<10} {s.rows if s.rows is not None else '?':>8} tasks{held}")

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
 import tomli_w
 from pydantic import ValidationError
 
+from envhub import _toml
 from envhub.errors import ManifestError
 from envhub.manifest._locate import locate
 from envhub.manifest._models import MANIFEST_VERSION, Manifest
@@ -17,10 +17,6 @@ from envhub.manifest._problems import problems_from_validation
 from envhub.manifest._semantic import semantic_problems
 from envhub.problems import Problem
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 MANIFEST_FILENAME = "envhub.toml"
 _TOML_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
@@ -47,8 +43,8 @@ def parse_manifest(source: str | bytes, *, file: str = MANIFEST_FILENAME) -> tup
     # it carries no meaning, so drop it rather than fail with "Invalid statement".
     text = text.removeprefix("\ufeff")
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
+        data = _toml.loads(text)
+    except _toml.TOMLDecodeError as e:
         message = str(e)
         line = getattr(e, "lineno", None)
         column = getattr(e, "colno", None)

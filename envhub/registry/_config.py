@@ -4,7 +4,6 @@ a project's ``pyproject.toml`` (``[tool.envhub.registries]``) and in the user co
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -48,13 +47,11 @@ def _read_toml(path: Path) -> dict[str, Any]:
     except FileNotFoundError:
         return {}
     # Imported only when there is a file to read: most pulls have none.
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
+    from envhub import _toml
+
     try:
-        return tomllib.loads(text)
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
+        return _toml.loads(text)
+    except (_toml.TOMLDecodeError, UnicodeDecodeError) as e:
         raise UsageError(f"{path}: invalid TOML: {e}", hint="fix the file's syntax") from e
 
 

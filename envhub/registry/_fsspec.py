@@ -19,6 +19,7 @@ import os
 import posixpath
 import threading
 import uuid
+from dataclasses import replace
 from typing import IO, TYPE_CHECKING, Any
 
 import fsspec
@@ -217,7 +218,7 @@ class FsspecRegistry(Registry):
                 entry = VersionEntry.from_json(self.store.read_json(posixpath.join(env_dir, f)), registry=self.url)
                 if key in yanks:
                     reason = self.store.read_json(posixpath.join(env_dir, f"{key}.yanked.json")).get("reason")
-                    entry = _replace(entry, yanked=True, yank_reason=reason)
+                    entry = replace(entry, yanked=True, yank_reason=reason)
                 entries.append(entry)
         if not entries:
             raise EnvNotFoundError(f"{name} is not in {self.url}", hint=self._suggest(name))
@@ -277,7 +278,7 @@ class FsspecRegistry(Registry):
         marker = posixpath.join(self._env_dir(name), f"{version_key(version)}.yanked.json")
         with self._wrap_errors("yank"):
             self.store.create_json(marker, {"reason": reason, "yanked-at": utc_now()})
-        return _replace(match, yanked=True, yank_reason=match.yank_reason or reason)
+        return replace(match, yanked=True, yank_reason=match.yank_reason or reason)
 
 
 class HeldoutStore:
@@ -316,12 +317,6 @@ class HeldoutStore:
                 hint="held-out splits stay with whoever published them; ask for access, "
                      "or point ENVHUB_HELDOUT_STORE at the store that has them",
             ) from None
-
-
-def _replace(entry: VersionEntry, **changes: Any) -> VersionEntry:
-    from dataclasses import replace
-
-    return replace(entry, **changes)
 
 
 def _next_version(version: str) -> str:
