@@ -20,12 +20,15 @@ if TYPE_CHECKING:
         IntegrityError,
         InvalidIdError,
         ManifestError,
+        PolicyError,
         RegistryError,
+        TrustError,
         VersionConflictError,
     )
     from envhub.ids import EnvName, EnvRef, parse_name, parse_ref
     from envhub.manifest import Manifest, dump_manifest, load_manifest, parse_manifest
     from envhub.registry import Registry, VersionEntry, open_registry
+    from envhub.runtime import Environment, Episode, Observation, Score, StepResult, Task, Trajectory, load
 
 _WHERE = {
     "BuiltBundle": "envhub.bundle", "BundleCheck": "envhub.bundle", "build_bundle": "envhub.bundle",
@@ -37,6 +40,10 @@ _WHERE = {
     "Manifest": "envhub.manifest", "dump_manifest": "envhub.manifest", "load_manifest": "envhub.manifest",
     "parse_manifest": "envhub.manifest",
     "Registry": "envhub.registry", "VersionEntry": "envhub.registry", "open_registry": "envhub.registry",
+    "Environment": "envhub.runtime", "Episode": "envhub.runtime", "Observation": "envhub.runtime",
+    "Score": "envhub.runtime", "StepResult": "envhub.runtime", "Task": "envhub.runtime",
+    "Trajectory": "envhub.runtime", "load": "envhub.runtime",
+    "TrustError": "envhub.errors", "PolicyError": "envhub.errors",
 }
 __all__ = ["__version__", *sorted(_WHERE)]
 

@@ -26,6 +26,8 @@ __all__ = [
     "ExitCode",
     "InvalidIdError",
     "ManifestError",
+    "PolicyError",
+    "TrustError",
     "UsageError",
 ]
 
@@ -111,3 +113,11 @@ class VersionConflictError(RegistryError):
 
 class IntegrityError(EnvhubError, ValueError):
     """Bytes do not match the digest they were published with."""
+
+
+class TrustError(EnvhubError, PermissionError):
+    """An environment needs to run its own code, and the user has not trusted it."""
+
+
+class PolicyError(EnvhubError):
+    """A policy cannot be built, or its endpoint failed after every retry."""

@@ -32,6 +32,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "versions": ("envhub.cli.registry:versions", "List the published versions of an environment."),
     "search": ("envhub.cli.registry:search", "Find environments in a registry."),
     "yank": ("envhub.cli.registry:yank", "Hide a version from resolution (never deletes it)."),
+    "eval": ("envhub.cli.eval:eval_", "Roll out a policy on a split, recording every episode and a summary."),
     "cache": ("envhub.cli.cache:cache", "List, verify and prune the cache of pulled bundles."),
     "canary": ("envhub.cli.canary:canary", "Print a fresh contamination canary for [environment]."),
     "schema": ("envhub.cli.schema:schema", "Print the JSON Schema of the manifest."),

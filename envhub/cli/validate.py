@@ -20,20 +20,36 @@ from envhub.tasks import DEFAULT_MAX_LINE_BYTES
               help="Fail (exit 1) on warnings too.")
 @click.option("--max-line-bytes", type=click.IntRange(min=1), default=DEFAULT_MAX_LINE_BYTES,
               envvar="ENVHUB_MAX_LINE_BYTES", show_envvar=True, help="Longest task line accepted.")
+@click.option("--check", is_flag=True, envvar="ENVHUB_CHECK", show_envvar=True,
+              help="Also run the dynamic self-test: references score 1.0, empty answers below 1.0, "
+                   "scoring is deterministic, resets isolate episodes.")
+@click.option("--check-limit", type=click.IntRange(min=1), metavar="N",
+              help="With --check, test at most N tasks per split.")
+@click.option("--trust", is_flag=True, envvar="ENVHUB_TRUST", show_envvar=True,
+              help="With --check, run the environment's own code.")
 @click.pass_context
-def validate(ctx: click.Context, paths: tuple[Path, ...], fmt: str, strict: bool, max_line_bytes: int) -> None:
+def validate(ctx: click.Context, paths: tuple[Path, ...], fmt: str, strict: bool, max_line_bytes: int,
+             check: bool, check_limit: int | None, trust: bool) -> None:
     """Check bundles against their manifests, reporting every problem.
 
     PATHS are bundle directories (default: the current one). Checks the manifest, that
     every file it names exists inside the bundle, that task files parse and carry the
     declared fields, that task ids are unique within and across splits, and the recorded
-    row counts and digests. Never imports environment code.
+    row counts and digests. Never imports environment code, except with --check --trust.
 
-    Exit codes: 0 valid, 1 warnings with --strict, 2 errors found.
+    With --check, each valid bundle is also loaded and self-tested, task by task; a
+    failure names the split and task id.
+
+    Exit codes: 0 valid, 1 warnings with --strict or a --check failure, 2 errors found.
     """
     from envhub.bundle import validate_bundle
 
     checks = [validate_bundle(p, max_line_bytes=max_line_bytes) for p in (paths or (Path("."),))]
+    static_errors = sum(p.severity == "error" for c in checks for p in c.problems)
+    if check:
+        for c in checks:
+            if c.manifest is not None and not any(p.severity == "error" for p in c.problems):
+                c.problems.extend(_self_test(c, trust=trust, limit=check_limit))
     problems = [p for c in checks for p in c.problems]
     errors = sum(p.severity == "error" for p in problems)
     warnings = len(problems) - errors
@@ -54,10 +70,27 @@ def validate(ctx: click.Context, paths: tuple[Path, ...], fmt: str, strict: bool
     else:
         _print_text(checks, ctx.obj["verbosity"])
 
-    if errors:
+    if static_errors:
         ctx.exit(ExitCode.USAGE_ERROR)
-    if strict and warnings:
+    if errors or (strict and warnings):
         ctx.exit(ExitCode.CHECK_FAILED)
+
+
+def _self_test(check, *, trust: bool, limit: int | None) -> list:  # type: ignore[no-untyped-def]
+    """The --check problems of one statically valid bundle."""
+    from envhub.errors import EnvhubError
+    from envhub.problems import Problem
+    from envhub.runtime import load
+    from envhub.runtime._check import self_test
+
+    manifest_file = str(check.path / "envhub.toml")
+    try:
+        env = load(check.path, trust_code=trust)
+    except EnvhubError as e:
+        return [Problem("error", "check-load", f"cannot load the environment for --check: {e.message}",
+                        file=manifest_file, hint=e.hint)]
+    with env:
+        return self_test(env, limit=limit, manifest_file=manifest_file).problems
 
 
 def _print_text(checks, verbosity: int) -> None:  # type: ignore[no-untyped-def]

@@ -1,0 +1,172 @@
+"""``envhub eval``: roll out a policy on a split and record every episode."""
+
+from __future__ import annotations
+
+import re
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import click
+
+from envhub.cli._common import json_option, offline_option, registry_option
+from envhub.errors import ExitCode
+
+
+def trust_option(f: Any) -> Any:
+    return click.option("--trust", is_flag=True, envvar="ENVHUB_TRUST", show_envvar=True,
+                        help="Run the environment's own code (tools, responders, python verifiers).")(f)
+
+
+@click.command("eval")
+@click.argument("target", metavar="REF|PATH")
+@click.option("--split", "-s", required=True, help="The split to evaluate on; never falls back to another.")
+@click.option("--policy", "-p", "policy_spec", default="reference", show_default=True,
+              help="reference | noop | openai:MODEL | python:MODULE:FUNC")
+@click.option("-n", "--limit", type=click.IntRange(min=1), help="At most this many tasks (default: all).")
+@click.option("-k", "--rollouts-per-task", type=click.IntRange(min=1), default=1, help="Rollouts of each task.")
+@click.option("-c", "--concurrency", type=click.IntRange(min=1), default=16, envvar="ENVHUB_CONCURRENCY",
+              show_envvar=True, help="Episodes running at once.")
+@click.option("--seed", type=int, help="Shuffle the tasks with this seed (default: file order); also seeds rollouts.")
+@click.option("-o", "--output", "output", type=click.Path(path_type=Path, dir_okay=False),
+              help="JSONL file for the rollout records (default: under ./envhub-runs/).")
+@click.option("--resume", is_flag=True, help="Skip rollouts already in the output file.")
+@click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True),
+              help="Wall-clock limit per episode in seconds (default: the manifest's timeout-s).")
+@click.option("--base-url", envvar="OPENAI_BASE_URL", help="OpenAI-compatible endpoint for openai:MODEL policies.")
+@click.option("--success-threshold", type=click.FloatRange(0, 1), default=1.0,
+              help="A rollout succeeds (for pass@k) when its reward is at least this.")
+@click.option("--with-heldout", is_flag=True, help="Fetch held-out splits too (needs access to the held-out store).")
+@click.option("--force-self-judge", is_flag=True, help="Let an llm-judge verifier grade its own model's answers.")
+@trust_option
+@registry_option
+@offline_option
+@json_option
+@click.pass_context
+def eval_(ctx: click.Context, target: str, split: str, policy_spec: str, limit: int | None,
+          rollouts_per_task: int, concurrency: int, seed: int | None, output: Path | None, resume: bool,
+          timeout_s: float | None, base_url: str | None, success_threshold: float, with_heldout: bool,
+          force_self_judge: bool, trust: bool, registry: str | None, offline: bool, as_json: bool) -> None:
+    """Roll out a policy on one split of an environment, writing one JSONL record per
+    episode (messages, tool calls, reward, breakdown, timing, error, provenance) and a
+    summary (mean reward, pass@k, per-criterion means, errors).
+
+    REF|PATH is a bundle directory or an environment id (pulled if not cached).
+
+    Exit codes: 0 done (whatever the rewards), 1 every rollout failed, 2 invalid input.
+    """
+    import asyncio
+
+    from envhub.runtime import load
+    from envhub.runtime._eval import EvalRun, plan_jobs, read_records, summarize
+    from envhub.runtime._runner import RolloutPlan
+    from envhub.runtime.policies import make_policy
+    from envhub.settings import load_settings
+
+    settings = load_settings()
+    env = load(target, trust_code=trust, registry=registry, with_heldout=with_heldout,
+               offline=offline or settings.offline, settings=settings)
+    try:
+        tasks = env.tasks(split, seed=seed, limit=limit)
+        sampling = env.manifest.config.sampling
+        policy = make_policy(policy_spec, base_url=base_url,
+                             sampling=sampling.model_dump(exclude_none=True, exclude_defaults=True) if sampling else None,
+                             settings=settings)
+        env.use_policy_model(policy.model, force_self_judge=force_self_judge)
+        provenance = {**env.provenance(), "policy": policy.name}
+        out = output or _default_output(env.name, env.version, split, policy.name)
+        plan = RolloutPlan(env, policy, timeout_s=timeout_s or env.manifest.config.timeout_s,
+                           concurrency=concurrency, provenance=provenance)
+        run = EvalRun(plan, plan_jobs(tasks, rollouts_per_task, seed), out, resume=resume)
+        todo = run.prepare()
+        skipped = len(run.jobs) - len(todo)
+        errors_this_run = asyncio.run(_run_with_progress(run, todo, show=_progress_wanted(as_json)))
+    finally:
+        env.close()
+
+    summary = summarize(read_records(out), success_threshold=success_threshold)
+    summary.update({"output": str(out), "ran": len(todo), "skipped": skipped})
+    summary_path = out.with_name(out.name.removesuffix(".jsonl") + ".summary.json")
+    import json
+
+    summary_path.write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    if as_json:
+        from envhub.cli._output import emit_json
+
+        emit_json(summary)
+    else:
+        _print_summary(summary, summary_path)
+    if todo and errors_this_run == len(todo):
+        from envhub.cli._output import message
+
+        message(f"envhub: every rollout of this run failed; see the 'error' field in {out}")
+        ctx.exit(ExitCode.CHECK_FAILED)
+
+
+async def _run_with_progress(run: Any, todo: list[Any], *, show: bool) -> int:
+    """Run, with a progress bar on stderr when wanted; returns the number of failed rollouts."""
+    errors = 0
+    try:
+        if not show:
+            def count(record: dict[str, Any]) -> None:
+                nonlocal errors
+                errors += record.get("error") is not None
+
+            await run.run(todo, count)
+            return errors
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        total_reward = 0.0
+        done = 0
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      TextColumn("mean reward {task.fields[mean]}"), console=Console(stderr=True),
+                      transient=True) as progress:
+            bar = progress.add_task("rollouts", total=len(todo), mean="-")
+
+            def advance(record: dict[str, Any]) -> None:
+                nonlocal errors, total_reward, done
+                errors += record.get("error") is not None
+                total_reward += float(record["reward"])
+                done += 1
+                progress.update(bar, advance=1, mean=f"{total_reward / done:.3f}")
+
+            await run.run(todo, advance)
+        return errors
+    finally:
+        await run.plan.policy.aclose()
+
+
+def _progress_wanted(as_json: bool) -> bool:
+    import os
+
+    return not as_json and not os.environ.get("CI") and sys.stderr.isatty()
+
+
+def _default_output(name: str, version: str, split: str, policy: str) -> Path:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", policy)
+    return Path("envhub-runs") / f"{name.replace('/', '--')}-{version}" / f"{split}.{safe}.{stamp}.jsonl"
+
+
+def _print_summary(summary: dict[str, Any], summary_path: Path) -> None:
+    env = summary.get("environment") or {}
+    lines = []
+    if summary["rollouts"]:
+        lines.append(f"{env.get('env')} {env.get('version')}  split {summary['split']}  policy {summary['policy']}")
+        lines.append(f"  {summary['rollouts']} rollout(s) of {summary['tasks']} task(s)"
+                     + (f" ({summary['skipped']} already done)" if summary["skipped"] else ""))
+        lines.append(f"  mean reward   {summary['mean_reward']:.4f}")
+        for k, value in summary["pass_at_k"].items():
+            lines.append(f"  pass@{k:<9} {value:.4f}")
+        for name, value in summary["criteria"].items():
+            lines.append(f"  {name:<13} {value:.4f}")
+        errors = summary["errors"]
+        kinds = ", ".join(f"{k} {n}" for k, n in summary["errors_by_kind"].items())
+        lines.append(f"  errors        {errors}" + (f" ({kinds})" if errors else ""))
+    else:
+        lines.append("no rollouts")
+    lines.append(f"records: {summary['output']}")
+    lines.append(f"summary: {summary_path}")
+    click.echo("\n".join(lines))

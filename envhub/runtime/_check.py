@@ -1,0 +1,139 @@
+"""``envhub validate --check``: the dynamic self-test of an environment.
+
+For every task of every split whose tasks are present:
+
+- **reference**: a task with a reference (see :meth:`Environment.reference_actions`)
+  scores 1.0 when the reference is played;
+- **noop**: an empty answer scores below 1.0 (a floor against verifiers that reward
+  nothing, the easiest reward hack);
+- **deterministic**: playing the reference again gives the same reward;
+- **reset**: for per-episode state, what one episode writes is gone in the next.
+
+Failures are problems naming the split and task id; nothing stops at the first one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from envhub.problems import Problem
+from envhub.runtime._environment import Environment
+from envhub.runtime._types import Message, Task
+
+__all__ = ["CheckResult", "self_test"]
+
+_PROBE = "envhub_reset_probe"
+
+
+@dataclass
+class CheckResult:
+    problems: list[Problem] = field(default_factory=list)
+    tasks: int = 0
+    with_reference: int = 0
+    episodes: int = 0
+
+
+def _play(env: Environment, task: Task, actions: list[Message]) -> tuple[float, str | None]:
+    """Replay ``actions`` (then empty turns) until the episode ends; (reward, error)."""
+    with env.episode(task) as episode:
+        episode.reset()
+        turn = 0
+        while True:
+            action: Message | str = actions[turn] if turn < len(actions) else ""
+            result = episode.step(action)
+            turn += 1
+            if result.done:
+                assert episode.score is not None
+                return episode.score.reward, episode.score.error
+
+
+def _fingerprint(state: Any) -> str | None:
+    if isinstance(state, Path):
+        digest = hashlib.sha256()
+        for path in sorted(state.rglob("*")):
+            digest.update(path.relative_to(state).as_posix().encode() + b"\0")
+            if path.is_file():
+                digest.update(path.read_bytes())
+        return digest.hexdigest()
+    if isinstance(state, sqlite3.Connection):
+        return hashlib.sha256("\n".join(state.iterdump()).encode()).hexdigest()
+    return None
+
+
+def _write_probe(state: Any) -> bool:
+    """Write something into the state; False if this kind of state cannot be probed."""
+    if isinstance(state, Path):
+        (state / f"{_PROBE}.txt").write_text("written by the previous episode\n", encoding="utf-8")
+        return True
+    if isinstance(state, sqlite3.Connection):
+        state.execute(f"CREATE TABLE IF NOT EXISTS {_PROBE} (x)")
+        state.commit()
+        return True
+    return False
+
+
+def _check_reset(env: Environment, task: Task, manifest_file: str) -> list[Problem]:
+    if env.manifest.state.kind == "none" or env.manifest.state.reset != "per-episode":
+        return []
+    with env.episode(task) as first:
+        first.reset()
+        before = _fingerprint(first.state)
+        probed = _write_probe(first.state)
+    with env.episode(task) as second:
+        second.reset()
+        after = _fingerprint(second.state)
+    if probed and before != after:
+        return [Problem("error", "check-reset",
+                        f"{task.split}/{task.id}: an episode's writes reached the next episode's state",
+                        file=manifest_file, field="state",
+                        hint="state must be copied fresh for every episode (reset = \"per-episode\")")]
+    return []
+
+
+def self_test(env: Environment, *, splits: Iterable[str] | None = None, limit: int | None = None,
+              manifest_file: str = "envhub.toml") -> CheckResult:
+    """Run the self-test on ``splits`` (default: every split whose tasks are present),
+    at most ``limit`` tasks per split."""
+    result = CheckResult()
+    names = list(splits) if splits is not None else [n for n, s in env.splits.items() if s.available]
+    reset_checked = False
+
+    def problem(code: str, message: str, hint: str) -> None:
+        result.problems.append(Problem("error", code, message, file=manifest_file, field="verifier", hint=hint))
+
+    for name in names:
+        for task in env.tasks(name, limit=limit):
+            result.tasks += 1
+            where = f"{name}/{task.id}"
+            reference = env.reference_actions(task)
+            if reference:
+                result.with_reference += 1
+                reward, error = _play(env, task, reference)
+                again, _ = _play(env, task, reference)
+                result.episodes += 2
+                if reward != 1.0:
+                    because = f" ({error})" if error else ""
+                    problem("check-reference", f"{where}: the reference scores {reward:g}, not 1.0{because}",
+                            "fix the task's reference answer or the verifier")
+                if again != reward:
+                    problem("check-deterministic", f"{where}: scoring the same answer twice gave {reward:g} then "
+                                                   f"{again:g}", "make the verifier deterministic (seed any randomness)")
+            noop, _ = _play(env, task, [])
+            result.episodes += 1
+            if noop >= 1.0:
+                problem("check-noop", f"{where}: an empty answer scores {noop:g}",
+                        "the verifier rewards doing nothing: check its field and normalisation")
+            if not reset_checked:
+                result.problems.extend(_check_reset(env, task, manifest_file))
+                reset_checked = True
+    if result.tasks and not result.with_reference:
+        result.problems.append(Problem(
+            "warning", "check-no-reference", "no task has a reference answer, so the verifier was not checked "
+            "against a correct one", file=manifest_file, field="tasks",
+            hint="give tasks the verifier's answer field, a 'solution' (code tests) or a 'reference'"))
+    return result

@@ -1,0 +1,267 @@
+"""An environment: a loaded bundle that hands out tasks, runs episodes and scores them."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from envhub._version import __version__
+from envhub.manifest._models import Manifest
+from envhub.runtime._code import CodeSpace
+from envhub.runtime._episode import Episode
+from envhub.runtime._state import StateFactory, StateHandle, make_state_factory
+from envhub.runtime._tasks import TaskSource
+from envhub.runtime._tools import Tool, make_tool
+from envhub.runtime._types import Message, Score, Task, Trajectory
+
+__all__ = ["DEFAULT_MAX_TURNS", "Environment", "SplitInfo"]
+
+#: ``max-turns`` of multi-turn and tool-use episodes when the manifest leaves it out.
+DEFAULT_MAX_TURNS = 10
+
+
+@dataclass(frozen=True, slots=True)
+class SplitInfo:
+    name: str
+    held_out: bool
+    #: False for a held-out split whose tasks this copy of the bundle does not have.
+    available: bool
+    rows: int | None
+    generated: bool
+
+
+class Environment:
+    """A loaded environment. Make one with :func:`envhub.load`.
+
+    ``tasks`` gives a split's tasks; ``episode`` runs one; ``score`` scores a completion or
+    trajectory directly. Close it (or use ``with``) to free shared state.
+    """
+
+    def __init__(self, manifest: Manifest, root: Path, *, code: CodeSpace, heldout_root: Path | None = None,
+                 digest: str | None = None, source: str | None = None, locator: str | None = None) -> None:
+        self.manifest = manifest
+        self.root = root
+        self.heldout_root = heldout_root
+        self.source = source or str(root)
+        self.locator = locator
+        self._digest = digest
+        self._code = code
+        env = manifest.environment
+        self.name: str = env.name
+        self.version: str = env.version
+        self.score_version: int = env.score_version
+        self._harness = manifest.harness
+        self._state_spec = manifest.state
+        self._tool_error_rate = manifest.config.noise.tool_error_rate if manifest.config.noise else 0.0
+        self.max_turns: int = (1 if self._harness.protocol == "single-turn"
+                               else self._harness.max_turns or DEFAULT_MAX_TURNS)
+        self._tasks = TaskSource(manifest.tasks, root, heldout_root, self.name, code.load)
+        self.tools: list[Tool] = [make_tool(code.load(ep), source=ep) for ep in self._harness.tools]
+        self._tools_by_name = {tool.name: tool for tool in self.tools}
+        self.tool_specs: list[dict[str, Any]] = [tool.spec for tool in self.tools]
+        self._responder: Callable[..., Any] | None = None
+        self._responder_takes_state = False
+        if self._harness.responder:
+            self._responder = code.load(self._harness.responder)
+            self._responder_takes_state = "state" in inspect.signature(self._responder).parameters
+        self._system: Message | None = None
+        if self._harness.system_prompt:
+            text = (root / self._harness.system_prompt).read_text(encoding="utf-8")
+            self._system = {"role": "system", "content": text}
+        self._state_factory: StateFactory = make_state_factory(self._state_spec, root, code.load)
+        self._shared_states: dict[Any, StateHandle] = {}
+        self.policy_model: str | None = None
+        self._verifier = self._build_verifier(None, False)
+
+    # -- tasks --------------------------------------------------------------------------
+
+    @property
+    def splits(self) -> dict[str, SplitInfo]:
+        """Every split, with whether its tasks are here (held-out ones may not be)."""
+        return {name: SplitInfo(name, s.held_out, self._tasks.available(name), s.rows if s.seeds is None
+                                else s.seeds[1] - s.seeds[0], s.seeds is not None)
+                for name, s in self.manifest.tasks.splits.items()}
+
+    def tasks(self, split: str, *, seed: int | None = None, limit: int | None = None) -> Sequence[Task]:
+        """The tasks of ``split``, in file order or shuffled by ``seed``, at most ``limit``.
+
+        Raises :class:`envhub.errors.EnvNotFoundError` for a split that does not exist
+        (listing those that do) or a held-out split whose tasks are not in this copy.
+        """
+        return self._tasks.tasks(split, seed=seed, limit=limit)
+
+    def task(self, split: str, task_id: str) -> Task:
+        """One task by id; :class:`envhub.errors.EnvNotFoundError` if there is none."""
+        return self._tasks.task(split, task_id)
+
+    # -- episodes and scores ------------------------------------------------------------
+
+    def episode(self, task: Task, *, seed: int | None = None) -> Episode:
+        """A new episode of ``task``; call its ``reset()`` to start it."""
+        return Episode(self, task, seed=seed)
+
+    def score(self, task: Task, completion_or_trajectory: str | Sequence[Message] | Trajectory, *,
+              state: Any = None) -> Score:
+        """Score a completion (one assistant turn) or a whole trajectory. Never raises for
+        a broken verifier: its error is in :attr:`Score.error` and the reward is 0."""
+        trajectory = Trajectory.of(completion_or_trajectory)
+        try:
+            return self._verifier.score(task, trajectory, state=state)
+        except Exception as e:
+            return Score.failed(f"{type(e).__name__}: {e}")
+
+    async def ascore(self, task: Task, completion_or_trajectory: str | Sequence[Message] | Trajectory, *,
+                     state: Any = None) -> Score:
+        """:meth:`score` for an event loop."""
+        trajectory = Trajectory.of(completion_or_trajectory)
+        try:
+            return await self._verifier.ascore(task, trajectory, state=state)
+        except Exception as e:
+            return Score.failed(f"{type(e).__name__}: {e}")
+
+    def use_policy_model(self, model: str | None, *, force_self_judge: bool = False) -> None:
+        """Tell the verifier which model the policy is, so an LLM judge can refuse to
+        grade its own model's work (:class:`envhub.errors.UsageError`) unless forced."""
+        self._verifier = self._build_verifier(model, force_self_judge)
+        self.policy_model = model
+
+    def _build_verifier(self, policy_model: str | None, force_self_judge: bool) -> Any:
+        from envhub.runtime.verifiers import VerifierContext, build_verifier
+
+        ctx = VerifierContext(root=self.root, load_entry_point=self._code.load, policy_model=policy_model,
+                              force_self_judge=force_self_judge)
+        return build_verifier(self.manifest.verifier, ctx)
+
+    # -- references ---------------------------------------------------------------------
+
+    def reference_actions(self, task: Task) -> list[Message]:
+        """The assistant turns that solve ``task``, for the ``reference`` policy: the task's
+        ``reference`` field (an answer, or a list of assistant turns, tool calls included);
+        else its ``solution`` for code tests; else the verifier's expected answer, written
+        the way the verifier reads it. Empty when the task has no reference."""
+        reference = task.data.get("reference")
+        if isinstance(reference, str):
+            return [{"role": "assistant", "content": reference}]
+        if isinstance(reference, list):
+            return [_reference_turn(turn, i) for i, turn in enumerate(reference)]
+        verifier = self.manifest.verifier
+        for spec in getattr(verifier, "criteria", None) or [verifier]:
+            answer = _answer_for(spec, task)
+            if answer is not None:
+                return [{"role": "assistant", "content": answer}]
+        return []
+
+    # -- provenance ---------------------------------------------------------------------
+
+    @property
+    def digest(self) -> str:
+        """The public archive's digest: the registry's for a pulled environment; for a
+        directory, the digest ``envhub push`` would publish (computed once, by building)."""
+        if self._digest is None:
+            import tempfile
+
+            from envhub.bundle import build_bundle
+
+            with tempfile.TemporaryDirectory(prefix="envhub-digest-") as out:
+                self._digest = build_bundle(self.root, out).public.digest
+        return self._digest
+
+    def provenance(self) -> dict[str, Any]:
+        """What every rollout record carries about where its environment came from."""
+        out: dict[str, Any] = {"env": self.name, "version": self.version, "digest": self.digest,
+                               "score_version": self.score_version, "source": self.source,
+                               "envhub_version": __version__}
+        if self.locator:
+            out["locator"] = self.locator
+        return out
+
+    # -- internals used by Episode ------------------------------------------------------
+
+    def _initial_messages(self, task: Task) -> list[Message]:
+        prompt = task.data.get(self.manifest.tasks.prompt_field, task.prompt)
+        messages: list[Message] = [self._system] if self._system is not None else []
+        if isinstance(prompt, list):  # a chat-format prompt
+            messages.extend(dict(m) for m in prompt)
+        else:
+            messages.append({"role": "user", "content": prompt if isinstance(prompt, str) else str(prompt)})
+        return messages
+
+    def _respond(self, task: Task, messages: list[Message], state: Any) -> str | None:
+        assert self._responder is not None  # rule H3: multi-turn has a responder
+        if self._responder_takes_state:
+            reply = self._responder(task, messages, state=state)
+        else:
+            reply = self._responder(task, messages)
+        if reply is not None and not isinstance(reply, str):
+            raise TypeError(f"responder {self._harness.responder} returned {type(reply).__name__}, "
+                            "not a string or None")
+        return reply
+
+    def _acquire_state(self, task: Task) -> StateHandle:
+        reset = self._state_spec.reset
+        if reset == "per-episode":
+            return self._state_factory.new(task)
+        key = (task.split, task.id) if reset == "per-task" else None
+        handle = self._shared_states.get(key)
+        if handle is None:
+            handle = self._shared_states[key] = self._state_factory.new(task)
+        return handle
+
+    def close(self) -> None:
+        """Release state shared between episodes (``reset = "per-task"`` or ``"never"``)."""
+        states, self._shared_states = self._shared_states, {}
+        for handle in states.values():
+            handle.release()
+
+    def __enter__(self) -> Environment:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<Environment {self.name}@{self.version} from {self.source}>"
+
+
+def _reference_turn(turn: Any, index: int) -> Message:
+    if isinstance(turn, str):
+        return {"role": "assistant", "content": turn}
+    message = dict(turn)
+    message.setdefault("role", "assistant")
+    calls = []
+    for j, call in enumerate(message.get("tool_calls") or []):
+        call = dict(call)
+        call.setdefault("id", f"ref-{index}-{j}")
+        call.setdefault("type", "function")
+        function = dict(call.get("function") or {})
+        if not isinstance(function.get("arguments", ""), str):
+            function["arguments"] = json.dumps(function["arguments"])
+        call["function"] = function
+        calls.append(call)
+    if calls:
+        message["tool_calls"] = calls
+    message.setdefault("content", None if calls else "")
+    return message
+
+
+def _answer_for(spec: Any, task: Mapping[str, Any]) -> str | None:
+    """The expected answer of one verifier spec, as a completion it accepts, or None."""
+    kind = spec.kind
+    if kind == "code-tests":
+        solution = task.get("solution")
+        return f"```python\n{solution}\n```" if isinstance(solution, str) else None
+    field = getattr(spec, "field", None)
+    if field is None or field not in task:
+        return None
+    value = task[field]
+    if kind == "numeric":
+        return f"\\boxed{{{value}}}" if spec.extract in ("boxed", "auto") else str(value)
+    if kind == "json-match":
+        return json.dumps(value, ensure_ascii=False)
+    if kind == "exact-match":
+        return value if isinstance(value, str) else str(value)
+    return None

@@ -1,0 +1,238 @@
+"""One episode: reset, then steps until done; the verifier scores the trajectory at the end.
+
+The three harness protocols differ only in what happens after the model's turn:
+
+- ``single-turn``: the episode ends and is scored.
+- ``multi-turn``: the environment's responder answers (a new user message), or returns
+  ``None`` to end the episode.
+- ``tool-use``: the assistant's tool calls are run and their results become tool messages;
+  a turn without tool calls ends the episode. Tool errors and malformed calls are answered
+  as observations, never raised.
+
+Every protocol ends when ``max-turns`` model turns have been taken. A verifier that raises
+does not raise out of :meth:`Episode.step`: the score is 0 with the error recorded, so a
+run of many episodes goes on.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import TYPE_CHECKING, Any
+
+from envhub.errors import UsageError
+from envhub.runtime._state import StateHandle
+from envhub.runtime._tools import ToolCallResult, unknown_tool
+from envhub.runtime._types import Action, Message, Observation, Score, StepResult, Task, Trajectory, as_assistant_message
+
+if TYPE_CHECKING:
+    from envhub.runtime._environment import Environment
+
+__all__ = ["Episode"]
+
+_NOISE_ERROR = "Error: the tool is temporarily unavailable; try again"
+
+
+class Episode:
+    """A single rollout of one task. Use :meth:`reset` first, then :meth:`step` until
+    ``done``; or ``async with`` / :meth:`areset` / :meth:`astep` in an event loop.
+
+    An episode owns its state: it is released when the episode ends (after scoring) or on
+    :meth:`close`.
+    """
+
+    __slots__ = ("env", "task", "seed", "messages", "turns", "done", "score", "tool_errors",
+                 "_state", "_started", "_rng", "_prompt_len", "truncated")
+
+    def __init__(self, env: Environment, task: Task, *, seed: int | None = None) -> None:
+        self.env = env
+        self.task = task
+        self.seed = seed
+        self.messages: list[Message] = []
+        self.turns = 0
+        self.done = False
+        self.truncated = False
+        self.score: Score | None = None
+        self.tool_errors = 0
+        self._state: StateHandle | None = None
+        self._started = False
+        self._rng: random.Random | None = None
+        self._prompt_len = 0
+
+    # -- the sync API -------------------------------------------------------------------
+
+    def reset(self) -> Observation:
+        """Start (or restart) the episode: fresh state, the system and task prompts."""
+        self._release_state()
+        env = self.env
+        self._state = env._acquire_state(self.task)
+        self.messages = env._initial_messages(self.task)
+        self._prompt_len = len(self.messages)
+        self.turns = 0
+        self.done = False
+        self.truncated = False
+        self.score = None
+        self.tool_errors = 0
+        self._started = True
+        return self.observation()
+
+    def step(self, action: Action) -> StepResult:
+        """Take the model's turn. Raises :class:`UsageError` before :meth:`reset` or after
+        the episode is done, and :class:`TypeError` for an action that is not a string or
+        an assistant message."""
+        message = self._take_turn(action)
+        harness = self.env._harness
+        info: dict[str, Any] = {}
+        if harness.protocol == "tool-use" and message.get("tool_calls"):
+            results = [self._run_tool(call) for call in message["tool_calls"]]
+            self._add_tool_results(results, info)
+            if self.turns < self.env.max_turns:
+                return StepResult(self.observation(), None, False, info)
+            self.truncated = True
+        elif harness.protocol == "multi-turn" and self.turns < self.env.max_turns:
+            reply = self.env._respond(self.task, self.messages, self.state)
+            if reply is not None:
+                self.messages.append({"role": "user", "content": reply})
+                return StepResult(self.observation(), None, False, info)
+        elif harness.protocol == "multi-turn":
+            self.truncated = True
+        return self._finish(self.env.score(self.task, Trajectory(self.messages), state=self.state), info)
+
+    # -- the async API ------------------------------------------------------------------
+
+    async def areset(self) -> Observation:
+        return self.reset()
+
+    async def astep(self, action: Action) -> StepResult:
+        """:meth:`step` for an event loop: tools that are not ``async def`` run in worker
+        threads, and verifiers that do I/O (code tests, LLM judges) do not block the loop."""
+        message = self._take_turn(action)
+        harness = self.env._harness
+        info: dict[str, Any] = {}
+        if harness.protocol == "tool-use" and message.get("tool_calls"):
+            results = [await self._arun_tool(call) for call in message["tool_calls"]]
+            self._add_tool_results(results, info)
+            if self.turns < self.env.max_turns:
+                return StepResult(self.observation(), None, False, info)
+            self.truncated = True
+        elif harness.protocol == "multi-turn" and self.turns < self.env.max_turns:
+            reply = self.env._respond(self.task, self.messages, self.state)
+            if reply is not None:
+                self.messages.append({"role": "user", "content": reply})
+                return StepResult(self.observation(), None, False, info)
+        elif harness.protocol == "multi-turn":
+            self.truncated = True
+        score = await self.env.ascore(self.task, Trajectory(self.messages), state=self.state)
+        return self._finish(score, info)
+
+    async def __aenter__(self) -> Episode:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- shared -------------------------------------------------------------------------
+
+    @property
+    def state(self) -> Any:
+        """The live state (a workspace path, a SQLite connection, ...) or None."""
+        return self._state.value if self._state is not None else None
+
+    @property
+    def trajectory(self) -> Trajectory:
+        return Trajectory(self.messages)
+
+    @property
+    def reward(self) -> float | None:
+        return self.score.reward if self.score is not None else None
+
+    def observation(self) -> Observation:
+        """What the model sees now: all messages, or (``context = "recent-turns"``) the
+        system and task prompts plus the last ``keep-turns`` turns."""
+        harness = self.env._harness
+        if harness.context == "recent-turns" and harness.keep_turns is not None:
+            return Observation(_recent(self.messages, self._prompt_len, harness.keep_turns), self.env.tool_specs)
+        return Observation(list(self.messages), self.env.tool_specs)
+
+    def close(self) -> None:
+        """Release the episode's state; safe to call more than once."""
+        self._release_state()
+
+    def __enter__(self) -> Episode:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _take_turn(self, action: Action) -> Message:
+        if not self._started:
+            raise UsageError("call reset() before step()")
+        if self.done:
+            raise UsageError("the episode is done; reset() it or start a new one")
+        message = as_assistant_message(action)
+        self.messages.append(message)
+        self.turns += 1
+        return message
+
+    def _noise(self) -> bool:
+        rate = self.env._tool_error_rate
+        if not rate:
+            return False
+        if self._rng is None:
+            self._rng = random.Random(f"{self.seed}:{self.task.split}:{self.task.id}")
+        return self._rng.random() < rate
+
+    def _run_tool(self, call: dict[str, Any]) -> ToolCallResult:
+        tool = self.env._tools_by_name.get(str((call.get("function") or {}).get("name") or ""))
+        if tool is None:
+            return unknown_tool(call, self.env.tools)
+        if self._noise():
+            return ToolCallResult({"role": "tool", "tool_call_id": call.get("id", ""), "name": tool.name,
+                                   "content": _NOISE_ERROR}, error=_NOISE_ERROR)
+        return tool.call(call, self.state)
+
+    async def _arun_tool(self, call: dict[str, Any]) -> ToolCallResult:
+        tool = self.env._tools_by_name.get(str((call.get("function") or {}).get("name") or ""))
+        if tool is None:
+            return unknown_tool(call, self.env.tools)
+        if self._noise():
+            return ToolCallResult({"role": "tool", "tool_call_id": call.get("id", ""), "name": tool.name,
+                                   "content": _NOISE_ERROR}, error=_NOISE_ERROR)
+        return await tool.acall(call, self.state)
+
+    def _add_tool_results(self, results: list[ToolCallResult], info: dict[str, Any]) -> None:
+        errors = [r.error for r in results if r.error is not None]
+        self.tool_errors += len(errors)
+        self.messages.extend(r.message for r in results)
+        info["tool_results"] = [r.message["content"] for r in results]
+        if errors:
+            info["tool_errors"] = errors
+
+    def _finish(self, score: Score, info: dict[str, Any]) -> StepResult:
+        self.done = True
+        self.score = score
+        if self.env._state_spec.reset == "per-episode":
+            self._release_state()
+        info["breakdown"] = dict(score.breakdown)
+        if score.error is not None:
+            info["error"] = score.error
+        if self.truncated:
+            info["truncated"] = True
+        return StepResult(self.observation(), score.reward, True, info)
+
+    def _release_state(self) -> None:
+        if self._state is not None and self.env._state_spec.reset == "per-episode":
+            self._state.release()
+        self._state = None
+
+
+def _recent(messages: list[Message], prompt_len: int, keep_turns: int) -> list[Message]:
+    """The prompt messages plus the last ``keep_turns`` turns (a turn starts at an
+    assistant message; tool results stay with the call that asked for them)."""
+    starts = [i for i in range(prompt_len, len(messages)) if messages[i].get("role") == "assistant"]
+    if len(starts) <= keep_turns:
+        return list(messages)
+    cut = starts[-keep_turns]
+    # The environment's reply to the turn before the cut is kept: it is what the kept turns answer.
+    while cut > prompt_len and messages[cut - 1].get("role") == "user":
+        cut -= 1
+    return messages[:prompt_len] + messages[cut:]

@@ -1,0 +1,90 @@
+"""``envhub.load``: from a bundle directory or an environment id to an :class:`Environment`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from envhub.errors import BundleError, EnvhubError, InvalidIdError, TrustError, UsageError
+from envhub.manifest import load_manifest
+from envhub.manifest._load import MANIFEST_FILENAME
+from envhub.manifest._models import Manifest
+from envhub.runtime._code import CodeSpace, code_entry_points, trusted_namespaces
+from envhub.runtime._environment import Environment
+from envhub.settings import Settings, load_settings
+
+__all__ = ["load"]
+
+
+def load(ref_or_path: str | os.PathLike[str], *, trust_code: bool = False, registry: str | None = None,
+         with_heldout: bool = False, offline: bool | None = None, settings: Settings | None = None) -> Environment:
+    """Load an environment from a bundle directory (or its ``envhub.toml``), or from an id
+    (``acme/sql-shop``, ``acme/sql-shop@1.2.0``, ``acme/sql-shop>=1.2,<2``) pulled from the
+    registry into the cache (or found there).
+
+    The bundle's own code (tools, responder, python verifiers and state, generators) is
+    imported only if it is trusted: ``trust_code=True``, or its namespace is listed in
+    ``trusted-namespaces`` of ``$ENVHUB_HOME/config.toml``. Otherwise an environment that
+    needs code raises :class:`envhub.errors.TrustError` saying how to trust it.
+
+    ``with_heldout`` also fetches held-out splits (the held-out store must grant access).
+    Raises :class:`envhub.errors.EnvNotFoundError` for an unknown id or version,
+    :class:`envhub.errors.ManifestError` for an invalid manifest, and
+    :class:`envhub.errors.BundleError` if the bundle's code cannot be imported.
+    """
+    settings = settings or load_settings()
+    text = os.fspath(ref_or_path)
+    path = Path(text).expanduser()
+    if isinstance(ref_or_path, os.PathLike) or path.exists() or text.startswith((".", "/", "~")):
+        root = path.parent if path.name == MANIFEST_FILENAME and path.is_file() else path
+        if not root.is_dir():
+            raise UsageError(f"{text}: no such bundle directory",
+                             hint="pass a directory with an envhub.toml, or an id such as acme/sql-shop@1.0.0")
+        manifest = load_manifest(root)
+        return _environment(manifest, root.resolve(), settings, trust_code=trust_code)
+    from envhub.hub import pull
+    from envhub.registry import load_registry_config
+
+    try:
+        url = load_registry_config(settings).url(registry)
+        result = pull(text, url, settings, with_heldout=with_heldout,
+                      offline=settings.offline if offline is None else offline)
+    except InvalidIdError as e:
+        raise UsageError(f"{text!r} is neither a bundle directory nor an environment id ({e.message})",
+                         hint="pass a directory with an envhub.toml, or an id such as acme/sql-shop@1.0.0") from e
+    manifest = load_manifest(result.path)
+    return _environment(manifest, result.path, settings, trust_code=trust_code, heldout_root=result.heldout_path,
+                        digest=result.entry.digest, source=f"{result.entry.ref} from {url}",
+                        locator=result.entry.locator)
+
+
+def _environment(manifest: Manifest, root: Path, settings: Settings, *, trust_code: bool,
+                 heldout_root: Path | None = None, digest: str | None = None, source: str | None = None,
+                 locator: str | None = None) -> Environment:
+    name = manifest.environment.name
+    needs_code = code_entry_points(manifest)
+    trusted = trust_code or (bool(needs_code) and _namespace_trusted(name, settings))
+    namespace = name.split("/")[0]
+    hint = (f"pass --trust (envhub eval, validate --check) or trust_code=True (envhub.load), or add "
+            f"\"{namespace}\" to trusted-namespaces in {settings.config_file}; only trust code you have read "
+            "or whose author you trust")
+    code = CodeSpace(root, name, trusted=trusted, trust_hint=hint)
+    if needs_code and not trusted:
+        shown = ", ".join(needs_code[:3]) + (", ..." if len(needs_code) > 3 else "")
+        raise TrustError(f"{name} runs its own code ({shown}), and it is not trusted", hint=hint)
+    try:
+        return Environment(manifest, root, code=code, heldout_root=heldout_root, digest=digest, source=source,
+                           locator=locator)
+    except EnvhubError:
+        raise
+    except (ImportError, AttributeError, TypeError, SyntaxError, FileNotFoundError) as e:
+        # The bundle's code or files are broken: report it as the bundle's problem.
+        raise BundleError(f"{name}: cannot load the environment: {e}", [],
+                          hint="fix the bundle, then check it with 'envhub validate --check --trust'") from e
+
+
+def _namespace_trusted(name: str, settings: Settings) -> bool:
+    from envhub.registry._config import _read_toml
+
+    config = _read_toml(settings.config_file)
+    return name.split("/")[0] in trusted_namespaces(config, settings.config_file)

@@ -1,0 +1,154 @@
+"""Rollouts: run a policy on an environment's tasks and record every episode.
+
+:func:`run_rollout` plays one episode with a policy and returns its record. An
+:class:`Executor` runs many; :class:`LocalExecutor` does so in this process's event loop
+with a concurrency limit. A distributed executor implements the same interface (a plan
+and jobs in, records out), so ``envhub eval`` does not change when rollouts leave the
+machine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from envhub.errors import EnvhubError
+from envhub.runtime._types import Task
+
+if TYPE_CHECKING:
+    from envhub.runtime._environment import Environment
+    from envhub.runtime.policies import Policy
+
+__all__ = ["Executor", "LocalExecutor", "RolloutJob", "RolloutPlan", "rollout_seed", "run_rollout"]
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutJob:
+    """One rollout to run: a task, which of its rollouts this is, and its seed."""
+
+    task: Task
+    rollout: int
+    seed: int
+
+
+@dataclass
+class RolloutPlan:
+    """What every rollout of a run shares."""
+
+    env: Environment
+    policy: Policy
+    #: Wall-clock limit per episode (policy calls included), seconds; None for none.
+    timeout_s: float | None = None
+    concurrency: int = 8
+    #: Provenance fields added to every record, computed once per run.
+    provenance: dict[str, Any] = field(default_factory=dict)
+
+
+def rollout_seed(run_seed: int | None, task_id: str, rollout: int) -> int:
+    """A rollout's seed, fixed by the run's seed, the task and the rollout index, so a
+    resumed run gives each rollout the seed it would have had."""
+    digest = hashlib.blake2b(f"{run_seed}:{task_id}:{rollout}".encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "big")
+
+
+async def run_rollout(plan: RolloutPlan, job: RolloutJob) -> dict[str, Any]:
+    """Play one episode and return its record. Never raises for the policy's or the
+    environment's failures: they go into the record's ``error`` with reward 0."""
+    env, policy, task = plan.env, plan.policy, job.task
+    episode = env.episode(task, seed=job.seed)
+    started_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    start = time.perf_counter()
+    policy_s = 0.0
+    error: str | None = None
+    reward = 0.0
+    breakdown: dict[str, float] = {}
+    try:
+        async with asyncio.timeout(plan.timeout_s):
+            observation = await episode.areset()
+            while True:
+                t = time.perf_counter()
+                action = await policy.act(observation, task, env=env)
+                policy_s += time.perf_counter() - t
+                result = await episode.astep(action)
+                if result.done:
+                    break
+                observation = result.observation
+        assert episode.score is not None
+        reward = episode.score.reward
+        breakdown = dict(episode.score.breakdown)
+        error = episode.score.error
+    except TimeoutError:
+        error = f"timeout: the episode took longer than {plan.timeout_s:g} s"
+    except EnvhubError as e:
+        error = f"{type(e).__name__}: {e.message}"
+    except Exception as e:
+        error = f"{type(e).__name__}: {e}"
+    finally:
+        episode.close()
+    messages = episode.messages
+    return {
+        **plan.provenance,
+        "split": task.split,
+        "task_id": task.id,
+        "rollout": job.rollout,
+        "seed": job.seed,
+        "difficulty": task.difficulty,
+        "reward": reward,
+        "breakdown": breakdown,
+        "error": error,
+        "turns": episode.turns,
+        "truncated": episode.truncated,
+        "tool_calls": [call for m in messages if m.get("role") == "assistant" for call in (m.get("tool_calls") or [])],
+        "tool_errors": episode.tool_errors,
+        "messages": messages,
+        "timing": {"started_at": started_at, "duration_s": round(time.perf_counter() - start, 6),
+                   "policy_s": round(policy_s, 6)},
+    }
+
+
+class Executor(ABC):
+    """Runs the rollouts of a plan and yields their records as they finish (in any order)."""
+
+    @abstractmethod
+    def run(self, plan: RolloutPlan, jobs: Sequence[RolloutJob]) -> AsyncIterator[dict[str, Any]]:
+        ...
+
+
+class LocalExecutor(Executor):
+    """Rollouts as asyncio tasks in this process, at most ``plan.concurrency`` at once.
+
+    A fixed pool of workers pulls jobs, so 100,000 queued rollouts cost 100,000 small job
+    objects, not 100,000 pending tasks.
+    """
+
+    async def run(self, plan: RolloutPlan, jobs: Sequence[RolloutJob]) -> AsyncIterator[dict[str, Any]]:
+        if not jobs:
+            return
+        queue: asyncio.Queue[dict[str, Any] | BaseException] = asyncio.Queue()
+        pending = iter(jobs)
+
+        async def worker() -> None:
+            for job in pending:  # a shared iterator: each job is taken by exactly one worker
+                try:
+                    await queue.put(await run_rollout(plan, job))
+                except BaseException as e:  # cancellation, or a bug in run_rollout itself
+                    await queue.put(e)
+                    return
+
+        workers = [asyncio.create_task(worker()) for _ in range(max(1, min(plan.concurrency, len(jobs))))]
+        try:
+            for _ in range(len(jobs)):
+                item = await queue.get()
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+        finally:
+            for task in workers:
+                task.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)

@@ -1,0 +1,143 @@
+"""State kinds: what the agent acts on, made fresh when the manifest's ``reset`` says so.
+
+- ``none``: no state (tools and verifiers receive ``None``).
+- ``files``: a temporary copy of the ``snapshot`` directory (an empty one without a
+  snapshot); tools receive its :class:`~pathlib.Path`; removed when released.
+- ``sqlite``: a private copy of the ``snapshot`` database; tools receive a
+  :class:`sqlite3.Connection`. Snapshots up to :data:`IN_MEMORY_LIMIT` are copied with
+  SQLite's own deserialize into memory (no disk I/O per episode); larger ones are copied
+  to a temporary file.
+- ``python``: an instance of the ``entry-point`` class; ``reset(task)`` is called when the
+  state starts, ``close()`` (if it has one) when it is released.
+
+Nothing one state instance is given ever reaches another: each is its own copy.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from envhub.manifest._models import StateSection
+from envhub.runtime._types import Task
+
+__all__ = ["IN_MEMORY_LIMIT", "StateFactory", "StateHandle", "make_state_factory"]
+
+#: Largest SQLite snapshot copied into memory per episode, in bytes.
+IN_MEMORY_LIMIT = 64 * 1024 * 1024
+
+
+@dataclass(slots=True)
+class StateHandle:
+    """One live state: ``value`` is what tools and verifiers receive."""
+
+    value: Any
+    _release: Callable[[], None] | None = None
+
+    def release(self) -> None:
+        """Free the state (close connections, remove temporary files); idempotent."""
+        release, self._release = self._release, None
+        if release is not None:
+            release()
+
+
+class StateFactory:
+    """Makes fresh states of one kind for one environment."""
+
+    kind = "none"
+
+    def new(self, task: Task) -> StateHandle:
+        return StateHandle(None)
+
+
+class _Files(StateFactory):
+    kind = "files"
+
+    def __init__(self, snapshot: Path | None) -> None:
+        self.snapshot = snapshot
+
+    def new(self, task: Task) -> StateHandle:
+        workspace = Path(tempfile.mkdtemp(prefix="envhub-files-"))
+        try:
+            if self.snapshot is not None:
+                shutil.copytree(self.snapshot, workspace, dirs_exist_ok=True, symlinks=True)
+        except BaseException:
+            shutil.rmtree(workspace, ignore_errors=True)
+            raise
+        return StateHandle(workspace, lambda: shutil.rmtree(workspace, ignore_errors=True))
+
+
+class _Sqlite(StateFactory):
+    kind = "sqlite"
+
+    def __init__(self, snapshot: Path) -> None:
+        self.snapshot = snapshot
+        size = snapshot.stat().st_size
+        # Read once; every episode deserializes its own copy of these bytes.
+        self._image = snapshot.read_bytes() if size <= IN_MEMORY_LIMIT else None
+
+    def new(self, task: Task) -> StateHandle:
+        if self._image is not None:
+            # check_same_thread=False: the async runner calls tools from worker threads,
+            # one call at a time per episode.
+            connection = sqlite3.connect(":memory:", check_same_thread=False)
+            connection.deserialize(self._image)
+            return StateHandle(connection, connection.close)
+        directory = Path(tempfile.mkdtemp(prefix="envhub-sqlite-"))
+        copy = directory / self.snapshot.name
+        shutil.copyfile(self.snapshot, copy)
+        connection = sqlite3.connect(copy, check_same_thread=False)
+
+        def release() -> None:
+            connection.close()
+            shutil.rmtree(directory, ignore_errors=True)
+
+        return StateHandle(connection, release)
+
+
+class _Python(StateFactory):
+    kind = "python"
+
+    def __init__(self, factory: Callable[[], Any], source: str) -> None:
+        self.factory = factory
+        self.source = source
+
+    def new(self, task: Task) -> StateHandle:
+        state = self.factory()
+        reset = getattr(state, "reset", None)
+        if callable(reset):
+            replaced = reset(task)
+            # reset() may return the object tools should see; None means "this instance".
+            value = state if replaced is None else replaced
+        else:
+            value = state
+        close = getattr(state, "close", None)
+        return StateHandle(value, close if callable(close) else None)
+
+
+def make_state_factory(spec: StateSection, root: Path, load_entry_point: Callable[[str], Any]) -> StateFactory:
+    """The factory for ``[state]`` of the bundle at ``root``.
+
+    Raises :class:`FileNotFoundError` for a missing snapshot, and whatever
+    ``load_entry_point`` raises (:class:`envhub.errors.TrustError`) for python state.
+    """
+    if spec.kind == "files":
+        snapshot = root / spec.snapshot if spec.snapshot else None
+        if snapshot is not None and not snapshot.is_dir():
+            raise FileNotFoundError(f"state snapshot {spec.snapshot} is not a directory in {root}")
+        return _Files(snapshot)
+    if spec.kind == "sqlite":
+        assert spec.snapshot is not None  # rule S1
+        snapshot = root / spec.snapshot
+        if not snapshot.is_file():
+            raise FileNotFoundError(f"state snapshot {spec.snapshot} is not a file in {root}")
+        return _Sqlite(snapshot)
+    if spec.kind == "python":
+        assert spec.entry_point is not None  # rule S3
+        return _Python(load_entry_point(spec.entry_point), spec.entry_point)
+    return StateFactory()

@@ -1,0 +1,193 @@
+"""Reading a split's tasks: JSONL and Parquet files, or a seeded generator.
+
+A split is read once per environment and kept; :meth:`TaskSource.tasks` then orders
+(``seed``) and cuts (``limit``) without reading again. Generator splits are never
+materialised whole: their tasks are made when indexed, so a split of a billion seeds
+costs nothing until it is used.
+"""
+
+from __future__ import annotations
+
+import inspect
+import random
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, overload
+
+from envhub.errors import BundleError, EnvNotFoundError, UsageError
+from envhub.manifest._models import Split, TasksSection
+from envhub.problems import Problem
+from envhub.runtime._types import Task
+
+__all__ = ["GeneratedTasks", "TaskSource"]
+
+
+class GeneratedTasks(Sequence[Task]):
+    """The tasks of a generator split, made on access from their seeds."""
+
+    def __init__(self, make: Callable[[int], Task], seeds: Sequence[int]) -> None:
+        self._make = make
+        self._seeds = seeds
+
+    def __len__(self) -> int:
+        return len(self._seeds)
+
+    @overload
+    def __getitem__(self, index: int) -> Task: ...
+    @overload
+    def __getitem__(self, index: slice) -> GeneratedTasks: ...
+    def __getitem__(self, index: int | slice) -> Task | GeneratedTasks:
+        if isinstance(index, slice):
+            return GeneratedTasks(self._make, self._seeds[index])
+        return self._make(self._seeds[index])
+
+    def __iter__(self) -> Iterator[Task]:
+        return (self._make(seed) for seed in self._seeds)
+
+
+class TaskSource:
+    """The splits of one bundle. ``heldout_root`` holds held-out files pulled apart from
+    the public bundle (``pull --with-heldout``)."""
+
+    def __init__(self, spec: TasksSection, root: Path, heldout_root: Path | None, env_name: str,
+                 load_entry_point: Callable[[str], Any]) -> None:
+        self.spec = spec
+        self.root = root
+        self.heldout_root = heldout_root
+        self.env_name = env_name
+        self._load_entry_point = load_entry_point
+        self._rows: dict[str, list[Task]] = {}
+        self._by_id: dict[str, dict[str, Task]] = {}
+        self._generator: Callable[..., Any] | None = None
+        self._generator_takes: frozenset[str] = frozenset()
+
+    @property
+    def split_names(self) -> list[str]:
+        return list(self.spec.splits)
+
+    def split(self, name: str) -> Split:
+        """The split called ``name``. Raises :class:`EnvNotFoundError` listing the splits
+        that exist: nothing ever falls back to another split."""
+        split = self.spec.splits.get(name)
+        if split is None:
+            known = ", ".join(self.spec.splits)
+            raise EnvNotFoundError(f"{self.env_name} has no split {name!r} (splits: {known})",
+                                   hint=f"pass one of: {known}")
+        return split
+
+    def file_for(self, name: str) -> Path | None:
+        """Where split ``name``'s file is, or None if this copy of the bundle lacks it."""
+        split = self.split(name)
+        assert split.path is not None
+        for base in (self.heldout_root, self.root) if split.held_out else (self.root,):
+            if base is not None and (base / split.path).is_file():
+                return base / split.path
+        return None
+
+    def available(self, name: str) -> bool:
+        split = self.split(name)
+        return split.path is None or self.file_for(name) is not None
+
+    def tasks(self, name: str, *, seed: int | None = None, limit: int | None = None) -> Sequence[Task]:
+        """The tasks of split ``name``: in file order, or shuffled by ``seed``; at most ``limit``."""
+        if limit is not None and limit < 0:
+            raise UsageError(f"limit must be >= 0, got {limit}")
+        split = self.split(name)
+        if split.seeds is not None:
+            return self._generated(name, split.seeds, seed=seed, limit=limit)
+        rows: Sequence[Task] = self._load(name)
+        if seed is not None:
+            rows = list(rows)
+            random.Random(seed).shuffle(rows)  # type: ignore[arg-type]
+        return rows[:limit] if limit is not None else rows
+
+    def task(self, name: str, task_id: str) -> Task:
+        """The task with id ``task_id`` in split ``name``; :class:`EnvNotFoundError` if none."""
+        split = self.split(name)
+        if split.seeds is not None:
+            for task in self.tasks(name):
+                if task.id == task_id:
+                    return task
+        else:
+            index = self._by_id.get(name)
+            if index is None:
+                index = self._by_id[name] = {t.id: t for t in self._load(name)}
+            if task_id in index:
+                return index[task_id]
+        raise EnvNotFoundError(f"{self.env_name}: no task {task_id!r} in split {name!r}")
+
+    def _generated(self, name: str, seeds: list[int], *, seed: int | None, limit: int | None) -> Sequence[Task]:
+        if self._generator is None:
+            assert self.spec.generator is not None  # rule T-generator
+            self._generator = self._load_entry_point(self.spec.generator)
+            self._generator_takes = frozenset(inspect.signature(self._generator).parameters)
+        start, stop = seeds
+        order: Sequence[int] = range(start, stop)
+        if seed is not None:
+            order = random.Random(seed).sample(order, len(order) if limit is None else min(limit, len(order)))
+        elif limit is not None:
+            order = order[:limit]
+        generator = self._generator
+        takes_split = "split" in self._generator_takes
+
+        def make(task_seed: int) -> Task:
+            row = generator(seed=task_seed, split=name) if takes_split else generator(seed=task_seed)
+            if not isinstance(row, Mapping):
+                raise TypeError(f"{self.spec.generator} returned {type(row).__name__}, not a task dict")
+            return self._task(name, row, task_seed - start, seed=task_seed)
+
+        return GeneratedTasks(make, order)
+
+    def _task(self, split: str, row: Mapping[str, Any], index: int, *, seed: int | None = None) -> Task:
+        spec = self.spec
+        raw_id = row.get(spec.id_field)
+        task_id = str(raw_id) if raw_id is not None else f"{split}-{seed if seed is not None else index}"
+        prompt = row.get(spec.prompt_field)
+        difficulty = row.get(spec.difficulty_field) if spec.difficulty_field else None
+        return Task(task_id, split, row, index, prompt if isinstance(prompt, str) else "", difficulty, seed)
+
+    def _load(self, name: str) -> list[Task]:
+        cached = self._rows.get(name)
+        if cached is not None:
+            return cached
+        split = self.split(name)
+        path = self.file_for(name)
+        if path is None:
+            if split.held_out:
+                raise EnvNotFoundError(
+                    f"{self.env_name}: split {name!r} is held out, and its tasks are not in this copy of the bundle",
+                    hint="pull them with 'envhub pull --with-heldout' (needs access to the held-out store), "
+                         "or have a server score it ('envhub serve')")
+            raise BundleError(f"{self.env_name}: the task file of split {name!r} is missing",
+                              [Problem("error", "missing-file", "no such file", file=str(self.root / (split.path or "")))])
+        rows = _read_rows(path, self.spec.format)
+        tasks = [self._task(name, row, i) for i, row in enumerate(rows)]
+        self._rows[name] = tasks
+        return tasks
+
+
+def _read_rows(path: Path, format: str) -> list[dict[str, Any]]:
+    if format == "parquet":
+        import pyarrow.parquet as pq
+
+        rows: list[dict[str, Any]] = pq.read_table(path).to_pylist()
+        return rows
+    import orjson
+
+    out = []
+    with path.open("rb") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = orjson.loads(line)
+            except orjson.JSONDecodeError as e:
+                raise BundleError(f"{path}: line {number} is not valid JSON",
+                                  [Problem("error", "invalid-json", str(e), file=str(path), line=number)],
+                                  hint=f"run 'envhub validate' on the bundle") from e
+            if not isinstance(row, dict):
+                raise BundleError(f"{path}: line {number} is not a JSON object",
+                                  [Problem("error", "not-an-object", "each line must be a JSON object",
+                                           file=str(path), line=number)])
+            out.append(row)
+    return out

@@ -1,0 +1,212 @@
+"""Tools: plain Python functions offered to the model in the OpenAI ``tools`` format.
+
+A tool's JSON schema comes from its signature (types, through pydantic) and its docstring
+(the summary, and per-parameter text from an ``Args:`` section or ``:param x:`` lines). A
+parameter named ``state`` is not shown to the model: it receives the episode's state (the
+workspace path, the SQLite connection, the python state object).
+
+Whatever goes wrong in a call (an unknown tool, arguments that are not JSON or do not fit
+the signature, the tool raising) comes back to the model as the tool's output, starting
+with ``Error:``, so the model can recover; the episode goes on.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Tool", "ToolCallResult", "make_tool"]
+
+STATE_PARAMETER = "state"
+
+_ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters)\s*:\s*$")
+_SECTION_HEADER = re.compile(r"^\s*(Returns?|Raises|Yields|Examples?|Notes?)\s*:\s*$")
+_GOOGLE_ARG = re.compile(r"^\s*(\*{0,2}\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+_SPHINX_ARG = re.compile(r"^\s*:param\s+(?:[\w\[\], ]+\s+)?(\w+)\s*:\s*(.*)$")
+
+
+def _parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
+    """(description, {parameter: text}) from a Google- or Sphinx-style docstring."""
+    if not doc:
+        return "", {}
+    lines = inspect.cleandoc(doc).splitlines()
+    summary: list[str] = []
+    params: dict[str, str] = {}
+    current: str | None = None
+    in_args = False
+    for line in lines:
+        if _ARGS_HEADER.match(line):
+            in_args, current = True, None
+            continue
+        if _SECTION_HEADER.match(line):
+            in_args, current = False, None
+            continue
+        sphinx = _SPHINX_ARG.match(line)
+        if sphinx:
+            current = sphinx.group(1)
+            params[current] = sphinx.group(2).strip()
+            continue
+        if line.strip().startswith(":"):
+            current = None
+            continue
+        if in_args:
+            google = _GOOGLE_ARG.match(line)
+            if google and (len(line) - len(line.lstrip())) <= 4:
+                current = google.group(1).lstrip("*")
+                params[current] = google.group(2).strip()
+            elif current and line.strip():
+                params[current] = f"{params[current]} {line.strip()}".strip()
+            continue
+        if current is None and not params:
+            summary.append(line)
+    description = "\n".join(summary).strip()
+    return description, params
+
+
+def _strip_titles(schema: Any) -> Any:
+    """pydantic adds a ``title`` to every property; models read descriptions, not titles."""
+    if isinstance(schema, dict):
+        return {k: _strip_titles(v) for k, v in schema.items() if k != "title" or not isinstance(v, str)}
+    if isinstance(schema, list):
+        return [_strip_titles(v) for v in schema]
+    return schema
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallResult:
+    """One call's outcome: the tool message for the model, and whether it failed."""
+
+    message: dict[str, Any]
+    error: str | None = None
+
+
+class Tool:
+    """A function offered to the model; :meth:`call` runs one tool call against it."""
+
+    def __init__(self, fn: Callable[..., Any], *, source: str = "") -> None:
+        self.fn = fn
+        self.source = source or f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', '?')}"
+        self.name: str = fn.__name__
+        self.is_async = inspect.iscoroutinefunction(fn)
+        signature = inspect.signature(fn)
+        try:
+            hints = typing.get_type_hints(fn)
+        except Exception as e:  # a hint naming something the module never imported
+            raise TypeError(f"tool {self.source}: cannot read its type hints: {e}") from e
+        description, param_docs = _parse_docstring(fn.__doc__)
+        self.takes_state = False
+        fields: dict[str, Any] = {}
+        from pydantic import Field
+
+        for name, param in signature.parameters.items():
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                raise TypeError(f"tool {self.source}: *{name} parameters cannot be described to a model; "
+                                "name every parameter")
+            if name == STATE_PARAMETER:
+                self.takes_state = True
+                continue
+            annotation = hints.get(name, Any)
+            default = ... if param.default is param.empty else param.default
+            fields[name] = (annotation, Field(default, description=param_docs.get(name) or None))
+        from pydantic import ConfigDict, create_model
+
+        # Lax (not strict) validation: a model that sends "3" for an int parameter gets it
+        # converted, as a human caller would expect; extra arguments are refused.
+        self._model = create_model(f"{self.name}_arguments", __config__=ConfigDict(extra="forbid"),
+                                   **fields)  # type: ignore[call-overload]
+        parameters = _strip_titles(self._model.model_json_schema())
+        parameters.setdefault("properties", {})
+        self.spec: dict[str, Any] = {
+            "type": "function",
+            "function": {"name": self.name, "description": description, "parameters": parameters},
+        }
+
+    def _prepare(self, call: Mapping[str, Any]) -> tuple[str, dict[str, Any] | str]:
+        """(call id, validated arguments) or (call id, an error text)."""
+        call_id = str(call.get("id") or "")
+        function = call.get("function") or {}
+        raw = function.get("arguments")
+        if raw is None or raw == "":
+            arguments: Any = {}
+        elif isinstance(raw, str):
+            try:
+                arguments = json.loads(raw)
+            except json.JSONDecodeError as e:
+                return call_id, f"Error: the arguments of {self.name} are not valid JSON ({e.msg} at position {e.pos})"
+        else:
+            arguments = raw
+        if not isinstance(arguments, dict):
+            return call_id, f"Error: the arguments of {self.name} must be a JSON object, got {type(arguments).__name__}"
+        from pydantic import ValidationError
+
+        try:
+            validated = self._model.model_validate(arguments)
+        except ValidationError as e:
+            details = "; ".join(f"{'.'.join(map(str, err['loc'])) or 'arguments'}: {err['msg']}" for err in e.errors())
+            return call_id, f"Error: invalid arguments for {self.name}: {details}"
+        return call_id, {name: getattr(validated, name) for name in type(validated).model_fields}
+
+    def _result(self, call_id: str, value: Any) -> ToolCallResult:
+        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+        return ToolCallResult({"role": "tool", "tool_call_id": call_id, "name": self.name, "content": text})
+
+    def call(self, call: Mapping[str, Any], state: Any = None) -> ToolCallResult:
+        """Run one OpenAI tool call; never raises for the model's mistakes or the tool's errors."""
+        call_id, prepared = self._prepare(call)
+        if isinstance(prepared, str):
+            return _error(call_id, self.name, prepared)
+        if self.takes_state:
+            prepared[STATE_PARAMETER] = state
+        try:
+            if self.is_async:
+                import asyncio
+
+                value = asyncio.run(self.fn(**prepared))
+            else:
+                value = self.fn(**prepared)
+        except Exception as e:
+            return _error(call_id, self.name, f"Error: {type(e).__name__}: {e}")
+        return self._result(call_id, value)
+
+    async def acall(self, call: Mapping[str, Any], state: Any = None) -> ToolCallResult:
+        """:meth:`call` for the event loop: async tools are awaited, others run in a thread."""
+        call_id, prepared = self._prepare(call)
+        if isinstance(prepared, str):
+            return _error(call_id, self.name, prepared)
+        if self.takes_state:
+            prepared[STATE_PARAMETER] = state
+        try:
+            if self.is_async:
+                value = await self.fn(**prepared)
+            else:
+                import asyncio
+
+                value = await asyncio.to_thread(self.fn, **prepared)
+        except Exception as e:
+            return _error(call_id, self.name, f"Error: {type(e).__name__}: {e}")
+        return self._result(call_id, value)
+
+
+def _error(call_id: str, name: str, text: str) -> ToolCallResult:
+    return ToolCallResult({"role": "tool", "tool_call_id": call_id, "name": name, "content": text}, error=text)
+
+
+def make_tool(fn: Callable[..., Any], *, source: str = "") -> Tool:
+    """A :class:`Tool` for ``fn``. Raises :class:`TypeError` if ``fn`` cannot be described
+    as a tool (``*args``, unreadable type hints, a type pydantic cannot express)."""
+    return Tool(fn, source=source)
+
+
+def unknown_tool(call: Mapping[str, Any], tools: Sequence[Tool]) -> ToolCallResult:
+    """The answer to a call of a tool that does not exist (or has no name)."""
+    call_id = str(call.get("id") or "")
+    name = str((call.get("function") or {}).get("name") or "")
+    available = ", ".join(t.name for t in tools) or "none"
+    if not name:
+        return _error(call_id, "", f"Error: the tool call has no function name; available tools: {available}")
+    return _error(call_id, name, f"Error: unknown tool {name!r}; available tools: {available}")
