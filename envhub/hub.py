@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from envhub.cache import ORIGIN, Cache
@@ -23,21 +23,26 @@ class PushResult:
 
 
 def push(path: Path, registry: Registry, *, heldout_url: str | None) -> PushResult:
-    """Build the bundle at ``path`` and publish it; held-out archives go to
+    """Build the bundle at ``path`` and publish it; held-out archives go to the registry's
+    own held-out store if it has one (the Hub's private companion repos), else to
     ``heldout_url``, never to the registry."""
     from envhub.bundle import build_bundle
     from envhub.registry import open_heldout_store
 
     with tempfile.TemporaryDirectory(prefix="envhub-push-") as out:
         bundle = build_bundle(path, out)
+        store = None
         if bundle.heldout is not None:
-            if heldout_url is None:
-                raise UsageError(f"{bundle.name} has held-out splits but no held-out store is configured",
-                                 hint="set ENVHUB_HELDOUT_STORE")
+            store = registry.heldout_store()
+            if store is None:
+                if heldout_url is None:
+                    raise UsageError(f"{bundle.name} has held-out splits but no held-out store is configured",
+                                     hint="set ENVHUB_HELDOUT_STORE")
+                store = open_heldout_store(heldout_url)
             # Held-out first: a public version never points at held-out bytes that are missing.
-            open_heldout_store(heldout_url).put(bundle)
+            store.put(bundle)
         result = registry.publish(bundle)
-    return PushResult(result, heldout_url if bundle.heldout else None)
+    return PushResult(result, store.where(bundle.name) if store is not None else None)
 
 
 @dataclass(frozen=True)
@@ -49,8 +54,8 @@ class PullResult:
     warning: str | None = None
 
 
-def resolve(ref: EnvRef, registry_url: str, cache: Cache, *,
-            offline: bool) -> tuple[VersionEntry, str | None, Registry | None]:
+def resolve(ref: EnvRef, registry_url: str, cache: Cache, *, offline: bool,
+            settings: Settings | None = None) -> tuple[VersionEntry, str | None, Registry | None]:
     """Resolve ``ref`` to a version entry. An exact pin already in the cache needs no
     registry (versions are immutable); ``offline`` uses only what the cache remembers."""
     pinned = ref.pinned
@@ -74,25 +79,31 @@ def resolve(ref: EnvRef, registry_url: str, cache: Cache, *,
         return entry, warning, None
     from envhub.registry import open_registry
 
-    registry = open_registry(registry_url)
+    registry = open_registry(registry_url, settings)
     entry, warning = select_version(registry.versions(str(ref.name)), ref)
     return entry, warning, registry
 
 
 def pull(ref_text: str, registry_url: str, settings: Settings, *, with_heldout: bool = False,
-         heldout_url: str | None = None, offline: bool = False) -> PullResult:
-    """Resolve, fetch, verify and extract into the cache; return where it is."""
+         heldout_url: str | None = None, offline: bool = False, locator: str | None = None) -> PullResult:
+    """Resolve, fetch, verify and extract into the cache; return where it is.
+
+    ``locator`` (from a lockfile) is the immutable place of the version's bytes (a Hub
+    commit id): the fetch uses it instead of what the registry's index says today; the
+    digest is checked all the same."""
     from envhub.registry import open_heldout_store, open_registry
 
     ref = parse_ref(ref_text)
     cache = Cache(settings.cache)
-    entry, warning, registry = resolve(ref, registry_url, cache, offline=offline)
+    entry, warning, registry = resolve(ref, registry_url, cache, offline=offline, settings=settings)
+    if locator is not None:
+        entry = replace(entry, locator=locator)
     cached_path = cache.cached(entry)
     cached = cached_path is not None
     if not cached:
         from envhub.registry._base import is_backend_error, unreachable
 
-        registry = registry or open_registry(registry_url)
+        registry = registry or open_registry(registry_url, settings)
         try:
             path, cached = cache.install(entry, entry.digest, kind="bundles", max_bytes=settings.max_bundle_bytes,
                                          local=registry.local_archive(entry), opener=lambda: registry.open_archive(entry))
@@ -113,7 +124,8 @@ def pull(ref_text: str, registry_url: str, settings: Settings, *, with_heldout: 
         elif offline:
             raise EnvNotFoundError(f"the held-out splits of {entry.ref} are not in the cache (offline)")
         else:
-            store = open_heldout_store(heldout_url or settings.default_heldout_store)
+            registry = registry or open_registry(registry_url, settings)
+            store = registry.heldout_store() or open_heldout_store(heldout_url or settings.default_heldout_store)
             heldout_path, _ = cache.install(entry, entry.heldout_digest, kind="heldout",
                                             max_bytes=settings.max_bundle_bytes,
                                             local=None, opener=lambda: store.open(entry))

@@ -32,6 +32,11 @@ class Settings:
     offline: bool = False
     #: ``ENVHUB_MAX_BUNDLE_BYTES``: largest bundle that is extracted.
     max_bundle_bytes: int = _DEFAULT_MAX_BUNDLE_BYTES
+    #: ``HF_TOKEN``: the Hugging Face token for ``hf://`` registries (None: the
+    #: ``huggingface_hub`` login, ``hf auth login``).
+    hf_token: str | None = None
+    #: ``HF_ENDPOINT``: the Hub's URL for ``hf://`` registries that do not name one.
+    hf_endpoint: str = "https://huggingface.co"
 
     @property
     def default_registry(self) -> str:
@@ -79,4 +84,6 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         heldout_store=env.get("ENVHUB_HELDOUT_STORE") or None,
         offline=_flag(env.get("ENVHUB_OFFLINE")) or _flag(env.get("HF_HUB_OFFLINE")),
         max_bundle_bytes=max_bundle_bytes,
+        hf_token=env.get("HF_TOKEN") or None,
+        hf_endpoint=(env.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/"),
     )

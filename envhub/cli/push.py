@@ -18,13 +18,14 @@ def push(path: Path, registry: str | None, as_json: bool) -> None:
 
     Versions are immutable: pushing the same content again does nothing; different
     content under a published version is refused. Held-out splits go to the held-out
-    store (ENVHUB_HELDOUT_STORE, default under ENVHUB_HOME), never to the registry.
+    store (ENVHUB_HELDOUT_STORE, default under ENVHUB_HOME), never to the registry; on
+    hf:// they go to a private companion repo <namespace>/<name>-heldout.
     """
     from envhub.hub import push as do_push
     from envhub.registry import open_registry
 
-    _, config, url = registry_context(registry)
-    result = do_push(path, open_registry(url), heldout_url=config.heldout_url())
+    settings, config, url = registry_context(registry)
+    result = do_push(path, open_registry(url, settings), heldout_url=config.heldout_url())
     entry = result.publish.entry
     if as_json:
         from envhub.cli._output import emit_json

@@ -16,8 +16,8 @@ def versions(name: str, registry: str | None, as_json: bool) -> None:
     from envhub.ids import parse_name
     from envhub.registry import open_registry
 
-    _, _, url = registry_context(registry)
-    entries = open_registry(url).versions(str(parse_name(name)))
+    settings, _, url = registry_context(registry)
+    entries = open_registry(url, settings).versions(str(parse_name(name)))
     if as_json:
         from envhub.cli._output import emit_json
 
@@ -37,8 +37,8 @@ def search(query: str, tag: str | None, registry: str | None, as_json: bool) -> 
     """Find environments whose name, description or tags contain QUERY."""
     from envhub.registry import open_registry
 
-    _, _, url = registry_context(registry)
-    hits = open_registry(url).search(query, tag=tag)
+    settings, _, url = registry_context(registry)
+    hits = open_registry(url, settings).search(query, tag=tag)
     if as_json:
         from envhub.cli._output import emit_json
 
@@ -66,8 +66,8 @@ def yank(ref: str, reason: str, registry: str | None, as_json: bool) -> None:
     parsed = parse_ref(ref)
     if parsed.pinned is None:
         raise UsageError(f"yank needs one version, e.g. '{parsed.name}@1.0.0', not {ref!r}")
-    _, _, url = registry_context(registry)
-    entry = open_registry(url).yank(str(parsed.name), str(parsed.pinned), reason)
+    settings, _, url = registry_context(registry)
+    entry = open_registry(url, settings).yank(str(parsed.name), str(parsed.pinned), reason)
     if as_json:
         from envhub.cli._output import emit_json
 

@@ -7,7 +7,7 @@ import datetime as dt
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from packaging.version import Version
 
@@ -17,7 +17,7 @@ from envhub.ids import EnvRef
 if TYPE_CHECKING:
     from envhub.bundle import BuiltBundle
 
-__all__ = ["PublishResult", "Registry", "VersionEntry", "select_version", "version_key"]
+__all__ = ["HeldoutStoreLike", "PublishResult", "Registry", "VersionEntry", "select_version", "version_key"]
 
 ENTRY_FORMAT = 1
 
@@ -99,6 +99,22 @@ class PublishResult:
     created: bool
 
 
+class HeldoutStoreLike(Protocol):
+    """Where held-out archives are kept: never the public registry."""
+
+    url: str
+
+    def where(self, name: str) -> str:
+        """Where ``name``'s held-out splits are kept, for messages."""
+
+    def put(self, bundle: BuiltBundle) -> None:
+        """Store ``bundle``'s held-out archive (the same digest again is a no-op)."""
+
+    def open(self, entry: VersionEntry) -> IO[bytes]:
+        """A readable stream of ``entry``'s held-out archive; the caller verifies the digest.
+        Raises EnvNotFoundError, saying what access is needed, if it cannot be read."""
+
+
 class Registry(abc.ABC):
     """A place environments are published to and pulled from, chosen by URL."""
 
@@ -123,6 +139,11 @@ class Registry(abc.ABC):
     def local_archive(self, entry: VersionEntry) -> str | None:
         """A local file holding the archive, if the registry is on this machine (so a
         pull can verify and extract it without copying it first)."""
+        return None
+
+    def heldout_store(self) -> HeldoutStoreLike | None:
+        """The registry's own place for held-out splits (the Hub's private companion
+        repos), or None to use the configured held-out store (``ENVHUB_HELDOUT_STORE``)."""
         return None
 
     @abc.abstractmethod

@@ -289,6 +289,9 @@ class HeldoutStore:
         self.store = BlobStore(url, storage_options=storage_options)
         self.url = self.store.url
 
+    def where(self, name: str) -> str:
+        return self.url
+
     def put(self, bundle: BuiltBundle) -> None:
         assert bundle.heldout is not None
         try:
