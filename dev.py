@@ -55,8 +55,9 @@ def setup() -> None:
 
 
 def demo() -> None:
-    """The main job, on the embedded default registry: validate the example environments,
-    push each, pull it back by id, and show its info from the registry.
+    """The main job, on the embedded default registry: validate and self-test the example
+    environments, push each, pull it back by id, show its info from the registry, and
+    evaluate the pulled environment on its dev split with the reference policy.
 
     ENVHUB_HOME and ENVHUB_CACHE point into .envhub-dev/ (unless already set), so the demo
     leaves your own registry alone; nothing needs a network or an account."""
@@ -64,12 +65,16 @@ def demo() -> None:
     os.environ.setdefault("ENVHUB_HOME", str(ROOT / ".envhub-dev" / "home"))
     os.environ.setdefault("ENVHUB_CACHE", str(ROOT / ".envhub-dev" / "cache"))
     examples = sorted(p for p in (ROOT / "example_envs").iterdir() if (p / "envhub.toml").exists())
-    _run(BIN / "envhub", "validate", "--strict", *(p.relative_to(ROOT) for p in examples))
+    _run(BIN / "envhub", "validate", "--strict", "--check", *(p.relative_to(ROOT) for p in examples))
+    runs = ROOT / ".envhub-dev" / "runs"
     for example in examples:
         name = _env_name(example)
         _run(BIN / "envhub", "push", example.relative_to(ROOT))
         _run(BIN / "envhub", "pull", name)
         _run(BIN / "envhub", "info", name)
+        out = runs / f"{name.replace('/', '--')}.dev.reference.jsonl"
+        out.unlink(missing_ok=True)
+        _run(BIN / "envhub", "eval", name, "--split", "dev", "--policy", "reference", "-o", out.relative_to(ROOT))
 
 
 def _env_name(bundle: Path) -> str:
