@@ -1,0 +1,93 @@
+"""What every verifier shares: the base class, the context it is built with, its errors.
+
+A verifier maps a task and a trajectory to a :class:`~envhub.runtime._types.Score`. It may
+raise when the verifier itself is broken (a missing task field, a python entry point that
+raises, tests that do not compile); the episode layer turns that into an error record with
+reward 0. A candidate that fails (a wrong answer, code that times out) is a score, never an
+exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from envhub.errors import EnvhubError
+from envhub.runtime._types import Score, Task, Trajectory
+
+__all__ = ["MissingFieldError", "Verifier", "VerifierContext", "VerifierError", "task_value"]
+
+
+class VerifierError(EnvhubError):
+    """A verifier cannot score: its configuration, the task's data or its own code is broken.
+
+    This is a bug of the environment, not of the candidate being scored.
+    """
+
+
+class MissingFieldError(VerifierError, KeyError):
+    """A task lacks a field a verifier reads (``except KeyError`` catches it too)."""
+
+
+@dataclass(frozen=True)
+class VerifierContext:
+    """What building a verifier may need from the environment that owns it."""
+
+    #: The bundle root; relative paths in the verifier's spec (a judge's rubric) resolve here.
+    root: Path
+    #: Resolves a bundle ``module:attr`` string to the object. Provided by the loader; raises
+    #: :class:`envhub.errors.TrustError` when the bundle's code is not trusted.
+    load_entry_point: Callable[[str], Any]
+    #: The policy's model, so an llm-judge can refuse to judge its own outputs.
+    policy_model: str | None = None
+    #: Let an llm-judge judge with the policy's own model despite ``allow-self-judge = false``.
+    force_self_judge: bool = False
+
+
+class Verifier:
+    """Base class of verifiers. Subclasses set ``kind`` and implement :meth:`score`.
+
+    Verifiers are built once per environment and then shared by every episode, so
+    ``score`` must not keep per-call state on ``self``.
+    """
+
+    kind: ClassVar[str] = ""
+
+    def score(self, task: Task, trajectory: Trajectory, *, state: Any = None) -> Score:
+        """Score ``trajectory`` on ``task``; ``state`` is the episode's state object, if any.
+
+        Raises :class:`VerifierError` (or a subclass) when the verifier cannot score.
+        """
+        raise NotImplementedError
+
+    async def ascore(self, task: Task, trajectory: Trajectory, *, state: Any = None) -> Score:
+        """The same as :meth:`score`, for an event loop. Verifiers that wait on I/O (a
+        subprocess, an HTTP endpoint) override this so they never block the loop."""
+        return self.score(task, trajectory, state=state)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} kind={self.kind!r}>"
+
+
+_MISSING = object()
+
+
+def task_value(task: Task, field: str, kind: str, *, allow_null: bool = False) -> Any:
+    """``task[field]``, for a verifier of ``kind``.
+
+    Raises :class:`MissingFieldError` naming the task and the field when it is absent, and
+    :class:`VerifierError` when it is null (unless ``allow_null``): an expected answer of
+    null is a data bug that would otherwise score silently.
+    """
+    value = task.get(field, _MISSING)
+    if value is _MISSING:
+        fields = ", ".join(repr(name) for name in sorted(task)) or "none"
+        raise MissingFieldError(
+            f"task {task.id!r} has no field {field!r}, which the {kind} verifier reads",
+            hint=f"the task's fields are {fields}; set the verifier's field or fix the task file",
+        )
+    if value is None and not allow_null:
+        raise VerifierError(f"task {task.id!r} field {field!r} is null; the {kind} verifier needs a value")
+    return value
