@@ -135,7 +135,8 @@ class HubServer:
 
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="hf-test-server", daemon=True)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.01,), name="hf-test-server",
+                                        daemon=True)
         self._thread.start()
         return self
 

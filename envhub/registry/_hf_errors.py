@@ -65,8 +65,10 @@ def hub_error(e: BaseException, ctx: HubContext) -> EnvhubError | None:
     if isinstance(e, hf.HfHubHTTPError):
         status = status_of(e)
         if status == 401:
+            if not ctx.logged_in:
+                return RegistryError(f"{ctx.where}: you are not logged in to {ctx.endpoint}", hint=LOGIN_HINT)
             return RegistryError(f"{ctx.where}: the Hub at {ctx.endpoint} rejected your token",
-                                 hint=f"{LOGIN_HINT} with a valid token" if ctx.logged_in else LOGIN_HINT)
+                                 hint=f"{LOGIN_HINT} with a valid token")
         if status == 403:
             return RegistryError(f"{ctx.where}: permission denied on {ctx.repo_id}",
                                  hint=f"use a token with write access to {ctx.namespace} ({LOGIN_HINT})"
