@@ -351,3 +351,26 @@ def test_load_errors(tmp_path: Path) -> None:
         envhub.load(tmp_path / "missing")
     with pytest.raises(EnvNotFoundError):
         envhub.load("acme/never-published")
+
+
+# --- from a registry -------------------------------------------------------------------
+
+
+def test_load_by_id_from_the_registry_keeps_held_out_splits_apart(tmp_path: Path, envhub_cli) -> None:  # type: ignore[no-untyped-def]
+    root = scaffold(tmp_path)
+    pushed = envhub_cli("push", str(root), "--json")
+    assert pushed.code == 0, pushed.err
+    digest = json.loads(pushed.out)["digest"]
+    env = envhub.load("acme/demo@0.1.0")
+    assert (env.digest, env.provenance()["digest"]) == (digest, digest)
+    assert env.splits["test"].held_out and not env.splits["test"].available
+    assert env.splits["dev"].available
+    with pytest.raises(EnvNotFoundError) as e:
+        env.tasks("test")
+    assert e.value.message == ("acme/demo: split 'test' is held out, and its tasks are not in this copy of the bundle")
+    full = envhub.load("acme/demo", with_heldout=True)
+    assert [t.id for t in full.tasks("test")] == ["arith-test-001", "arith-test-002"]
+    task = full.tasks("test")[0]
+    assert full.score(task, f"\\boxed{{{task['answer']}}}").reward == 1.0
+    local = envhub.load(root)
+    assert local.digest == digest  # a directory's digest is the one push publishes
