@@ -86,6 +86,10 @@ SCORES = [
      [("line 1: assert add(1, 1) == 2", True)]),
     ("system-exit-in-test-fails-it", ADD, "assert add(1, 1) == 2\nassert exit(0)\n", 0.5,
      [("line 1: assert add(1, 1) == 2", True), ("line 2: assert exit(0)", False)]),
+    ("decorated-test-function", ADD,
+     "import functools\n\n@functools.lru_cache\ndef test_cached():\n    assert add(1, 1) == 2\n", 1.0, [("test_cached()", True)]),
+    ("one-line-statements", ADD, "x = add(1, 1); assert x == 2\nassert (x ==\n        2)\n", 1.0,
+     [("line 1: assert x == 2", True), ("line 2: assert (x == 2)", True)]),
     ("async-test-function", ADD, "import asyncio\nasync def test_a():\n    await asyncio.sleep(0)\n    assert add(1, 1) == 2\n",
      1.0, [("test_a()", True)]),
 ]
@@ -98,6 +102,11 @@ def test_scores(candidate: str, tests: str, reward: float, outcomes: list[tuple[
     assert dict(result.breakdown) == {"tests_passed": reward}
     assert [(t["name"], t["passed"]) for t in result.info["tests"]] == outcomes
     assert result.info["timed_out"] is False and result.info["killed_by"] is None
+
+
+def test_tracebacks_keep_line_numbers() -> None:
+    result = run(ADD, "\n\n\ndef test_line():\n    raise ValueError(__import__('sys')._getframe().f_lineno)\n")
+    assert result.info["tests"][0]["error"] == "ValueError: 5"
 
 
 def test_failed_test_reports_its_error() -> None:

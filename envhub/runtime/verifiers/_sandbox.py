@@ -14,6 +14,7 @@ parent nothing: the file-size limit stops it, and only the tails are read back.
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import json
 import math
@@ -32,7 +33,7 @@ from typing import Any
 
 from envhub.runtime.verifiers._sandbox_runner import EXIT_MEMORY
 
-__all__ = ["SandboxLimits", "SandboxResult", "TestOutcome", "arun_python_tests", "run_python_tests"]
+__all__ = ["SandboxLimits", "SandboxResult", "TestOutcome", "arun_python_tests", "plan_tests", "run_python_tests"]
 
 _RUNNER = Path(__file__).with_name("_sandbox_runner.py")
 _TAIL_CHARS = 2000
@@ -91,6 +92,44 @@ class SandboxResult:
     isolation: tuple[str, ...] = field(default_factory=tuple)
 
 
+def plan_tests(source: str) -> list[list[str]]:
+    """The steps the runner takes for a test file, in order.
+
+    Top-level ``assert`` statements are tests (``["test", name, source]``), named after their
+    line and text; other top-level statements are setup (``["setup", source]``) run in order
+    between them; top-level functions named ``test*`` are tests called with no arguments
+    after the module body (``["call", "test_x()", "test_x"]``). A file with neither is one
+    test, ``tests.py``, that passes when the whole file runs without an exception. Each
+    step's source is padded with newlines so tracebacks keep the file's line numbers.
+
+    Raises :class:`SyntaxError` (or :class:`ValueError` for null bytes) when it does not parse.
+    """
+    module = ast.parse(source, "tests.py")
+    lines = source.splitlines(keepends=True)
+    steps: list[list[str]] = []
+    functions: list[str] = []
+    for node in module.body:
+        decorators = getattr(node, "decorator_list", None)
+        if decorators:
+            # A node's position starts at "def", after its decorators; a top-level decorated
+            # definition spans whole lines, from the first "@".
+            first = decorators[0].lineno
+            segment = "".join(lines[first - 1 : node.end_lineno])
+        else:
+            first = node.lineno
+            segment = ast.get_source_segment(source, node) or ""
+        padded = "\n" * (first - 1) + segment
+        if isinstance(node, ast.Assert):
+            steps.append(["test", f"line {node.lineno}: {' '.join(segment.split())[:100]}", padded])
+        else:
+            steps.append(["setup", padded])
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
+                functions.append(node.name)
+    if not functions and all(step[0] == "setup" for step in steps):
+        return [["test", "tests.py", source]]
+    return steps + [["call", f"{name}()", name] for name in functions]
+
+
 class _Run:
     """The files and arguments of one run, and turning what it left into a result."""
 
@@ -115,7 +154,7 @@ class _Run:
         }
         job = {
             "candidate": candidate,
-            "tests": tests,
+            "plan": plan_tests(tests),
             "token": self.token,
             "workdir": str(self.workdir),
             "result_fd": self.report.fileno(),

@@ -20,11 +20,9 @@ as its PEP says, not a security boundary against code that sets out to defeat it
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import sys
-import traceback
 from typing import Any
 
 #: Exit status after a MemoryError: the parent reports ``killed_by = "memory"``.
@@ -254,59 +252,36 @@ def _describe(error: BaseException) -> str:
     return text if len(text) <= 500 else text[:497] + "..."
 
 
-def _tests(source: str) -> list[tuple[str, Any]]:
-    """The tests of a test file, in order, as ``(name, what to run)``.
-
-    Top-level ``assert`` statements are tests (each compiled alone); other top-level
-    statements are setup, run in order between them; top-level functions named ``test*``
-    are tests called with no arguments after the module body. A file with neither is one
-    test that passes when the whole file runs without an exception.
-    """
-    module = ast.parse(source, "tests.py")
-    steps: list[tuple[str, Any]] = []
-    functions: list[str] = []
-    for node in module.body:
-        code = compile(ast.Module([node], type_ignores=[]), "tests.py", "exec")
-        if isinstance(node, ast.Assert):
-            segment = ast.get_source_segment(source, node) or "assert"
-            segment = " ".join(segment.split())
-            name = f"line {node.lineno}: {segment[:100]}"
-            steps.append((name, code))
-        else:
-            steps.append(("", code))
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name.startswith("test"):
-                functions.append(node.name)
-    if not functions and not any(name for name, _ in steps):
-        return [("tests.py", compile(module, "tests.py", "exec"))]
-    return steps + [(f"{name}()", name) for name in functions]
-
-
 def _run_tests(job: dict[str, Any], namespace: dict[str, Any], report: _Reporter) -> None:
-    import inspect
+    """Run the parent's plan of the tests (``_sandbox.plan_tests``): ``["setup", source]``
+    steps, ``["test", name, source]`` steps and ``["call", name, function]`` steps, in order.
+    The parent parsed the file, so this interpreter need not import ast (tens of ms)."""
+    import types
 
     setup_error: str | None = None
-    for name, what in _tests(job["tests"]):
-        if not name:  # setup
+    for step in job["plan"]:
+        if step[0] == "setup":
             if setup_error is None:
                 try:
-                    exec(what, namespace)
+                    exec(compile(step[1], "tests.py", "exec"), namespace)
                 except MemoryError:
                     report.out_of_memory()
                 except BaseException as e:  # noqa: BLE001 - any failure of setup fails what follows
                     setup_error = f"setup failed: {_describe(e)}"
             continue
+        name = step[1]
         if setup_error is not None:
             report.send("test", name=name, passed=False, error=setup_error)
             continue
         try:
-            if isinstance(what, str):
-                result = namespace[what]()
-                if inspect.iscoroutine(result):
+            if step[0] == "call":
+                result = namespace[step[2]]()
+                if isinstance(result, types.CoroutineType):
                     import asyncio
 
                     asyncio.run(result)
             else:
-                exec(what, namespace)
+                exec(compile(step[2], "tests.py", "exec"), namespace)
         except MemoryError:
             report.out_of_memory()
         except BaseException as e:  # noqa: BLE001 - SystemExit and KeyboardInterrupt fail the test too
@@ -352,6 +327,8 @@ def main() -> None:
     except MemoryError:
         report.out_of_memory()
     except BaseException as e:  # noqa: BLE001 - the candidate's failure is reported, not raised
+        import traceback  # only on this path: it costs start-up time
+
         tail = "".join(traceback.format_exception(e)[-3:])
         report.send("candidate_error", error=f"the candidate code raised {_describe(e)}", traceback=tail[-2000:])
         return
