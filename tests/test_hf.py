@@ -360,18 +360,23 @@ def test_bad_hf_url(envhub_cli, registry_url: str, message: str) -> None:
 
 # --- opt-in: datasets, and the real Hub ---------------------------------------------------------------
 
-def test_datasets_loads_the_public_split(url: str, hub: HubServer, tmp_path: Path,
-                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    """Opt-in: runs only where ``datasets`` is installed (too heavy for envhub's CI)."""
-    datasets = pytest.importorskip("datasets")
-    import huggingface_hub.constants as hf_constants
+def test_datasets_loads_the_public_split(url: str, hub: HubServer, tmp_path: Path) -> None:
+    """Opt-in: runs only where ``datasets`` is installed (too heavy for envhub's CI). In a
+    subprocess, because ``datasets`` and ``huggingface_hub`` read HF_ENDPOINT at import."""
+    import importlib.util
+    import subprocess
+    import sys
 
+    if importlib.util.find_spec("datasets") is None:
+        pytest.skip("datasets is not installed (opt-in: pip install datasets)")
     _push(url, write_env(tmp_path / "b"))
-    monkeypatch.setattr(hf_constants, "ENDPOINT", hub.endpoint)  # datasets uses the library's endpoint
-    monkeypatch.setattr(hf_constants, "HUGGINGFACE_CO_URL_TEMPLATE",
-                        hub.endpoint + "/{repo_id}/resolve/{revision}/{filename}")
-    loaded = datasets.load_dataset(NAME, revision="v1.0.0", split="train", cache_dir=str(tmp_path / "hf-datasets"))
-    assert [row["id"] for row in loaded] == ["train-0", "train-1", "train-2"]
+    script = ("import datasets\n"
+              f"ds = datasets.load_dataset({NAME!r}, revision='v1.0.0', split='train', cache_dir={str(tmp_path / 'ds')!r})\n"
+              "print([row['id'] for row in ds])\n")
+    env = {**os.environ, "HF_ENDPOINT": hub.endpoint, "HF_HOME": str(tmp_path / "hf-home")}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1] == "['train-0', 'train-1', 'train-2']"
 
 
 def _real_hub_reachable() -> bool:
