@@ -127,16 +127,20 @@ def _limit_resources(job: dict[str, Any]) -> str | None:
     ]
     if hasattr(resource, "RLIMIT_AS"):
         limits.append((resource.RLIMIT_AS, job["memory_bytes"], job["memory_bytes"]))
+    refused = []
     for which, soft, hard in limits:
-        current_hard = resource.getrlimit(which)[1]
-        if current_hard != resource.RLIM_INFINITY:
-            # Only a privileged process may raise a hard limit: never ask for more.
-            soft, hard = min(soft, current_hard), min(hard, current_hard)
         try:
+            current_hard = resource.getrlimit(which)[1]
+            if current_hard != resource.RLIM_INFINITY:
+                # Only a privileged process may raise a hard limit: never ask for more.
+                soft, hard = min(soft, current_hard), min(hard, current_hard)
             resource.setrlimit(which, (soft, hard))
         except (ValueError, OSError):
-            return None
-    return "rlimits"
+            # One limit the OS refuses (macOS and RLIMIT_AS) must not cost the others.
+            refused.append(which)
+    if len(refused) == len(limits):
+        return None
+    return "rlimits" if not refused else "rlimits-partial"
 
 
 _PROCESS_EVENTS = frozenset(
