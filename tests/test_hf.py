@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from envhub.errors import EnvNotFoundError, IntegrityError, RegistryError
+from envhub.errors import IntegrityError, RegistryError
 from tests.conftest import RegistryTarget
 from tests.hf_server import HubServer
 from tests.registry_fixtures import NAME, SECRET, built_env, sha256, write_env

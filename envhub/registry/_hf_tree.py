@@ -10,7 +10,6 @@ any other registry, verified the same way.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import stat
@@ -101,14 +100,6 @@ def check_rel_path(rel: str, where: str) -> str:
         raise IntegrityError(f"{where}: the RECORD names an unsafe path {rel!r}",
                              hint="the repo was not written by envhub or was tampered with; nothing was cached")
     return rel
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1024 * 1024), b""):
-            h.update(block)
-    return "sha256:" + h.hexdigest()
 
 
 def rebuild_archive(dest: Path, files: Iterable[tuple[str, Path]], executables: Iterable[str]) -> tuple[str, int]:
