@@ -129,7 +129,12 @@ class _HubRepos:
         return hf_hub_url(repo_id, path, repo_type=REPO_TYPE, revision=revision, endpoint=self.endpoint)
 
     def _headers(self) -> dict[str, str]:
-        return self.api._build_hf_headers(token=self.token)  # the client's headers: auth, user agent
+        from huggingface_hub.utils import build_hf_headers
+
+        from envhub._version import __version__
+
+        # The client's headers: the token (or the login's), the user agent.
+        return build_hf_headers(token=self.token, library_name="envhub", library_version=__version__)
 
     def read_json(self, repo_id: str, path: str, revision: str) -> dict[str, Any] | None:
         """A JSON document of the repo at ``revision``; None if there is no such file."""
