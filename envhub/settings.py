@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from envhub.errors import UsageError
@@ -37,6 +37,17 @@ class Settings:
     hf_token: str | None = None
     #: ``HF_ENDPOINT``: the Hub's URL for ``hf://`` registries that do not name one.
     hf_endpoint: str = "https://huggingface.co"
+    #: ``OPENAI_BASE_URL``: the endpoint of ``openai:MODEL`` policies when no ``--base-url`` is given.
+    openai_base_url: str | None = None
+    #: ``OPENAI_API_KEY``: the key of ``openai:MODEL`` policies when none is given.
+    openai_api_key: str | None = field(default=None, repr=False)
+    #: The environment the settings were read from, for :meth:`secret` (names chosen by manifests).
+    environ: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
+
+    def secret(self, name: str) -> str | None:
+        """The value of the environment variable ``name`` (an API key a manifest names, such
+        as an llm-judge's ``api-key-env``), or None when it is unset or empty."""
+        return self.environ.get(name) or None
 
     @property
     def default_registry(self) -> str:
@@ -86,4 +97,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         max_bundle_bytes=max_bundle_bytes,
         hf_token=env.get("HF_TOKEN") or None,
         hf_endpoint=(env.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/"),
+        openai_base_url=env.get("OPENAI_BASE_URL") or None,
+        openai_api_key=env.get("OPENAI_API_KEY") or None,
+        environ=dict(env),
     )
