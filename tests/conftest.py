@@ -133,3 +133,16 @@ def s3_cli(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     fsspec.config.set_conf_env(conf, env)
     monkeypatch.setitem(fsspec.config.conf, "s3", conf["s3"])
     return env
+
+
+# --- an OpenAI-compatible chat-completions server on 127.0.0.1 (tests/openai_server.py) ---------
+
+
+@pytest.fixture
+def openai_server():  # type: ignore[no-untyped-def]
+    """A running OpenAI-compatible server answering "" until a test sets ``server.script``;
+    ``server.base_url`` ends in ``/v1`` and ``server.requests`` records what was sent."""
+    from tests.openai_server import OpenAIServer
+
+    with OpenAIServer() as server:
+        yield server

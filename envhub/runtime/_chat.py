@@ -1,0 +1,355 @@
+"""A client for any OpenAI-compatible ``/chat/completions`` endpoint.
+
+One request per :meth:`ChatClient.complete`, retried with exponential backoff and jitter on
+408, 409, 429, 5xx, timeouts and connection errors, honouring ``Retry-After``. 400, 401, 403
+and 404 are answered at once with a :class:`~envhub.errors.PolicyError` that says what to check.
+
+Built on httpx2 (the httpx-compatible client huggingface_hub already installs), not on the
+``openai`` package: the request is one JSON POST, and retries must be ours to count and record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import functools
+import json
+import random
+import ssl
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx2
+
+from envhub.errors import PolicyError
+from envhub.runtime._types import Message
+
+__all__ = ["ChatClient", "ChatResult", "DEFAULT_BASE_URL"]
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+#: Statuses worth another attempt: rate limits, overload, lock contention, server errors.
+_RETRY_STATUSES = frozenset({408, 409, 429})
+#: A server asking for a longer pause than this is out of service; waiting is not a retry.
+_MAX_RETRY_AFTER_S = 120.0
+#: httpcore's pool scans every connection for every queued request, so one pool of 256
+#: connections costs O(256^2) per request at full load. Pools of this size, picked by load,
+#: keep the scan short (measured: ~1.8x the requests/s of one pool at concurrency 256).
+_CONNECTIONS_PER_POOL = 16
+
+
+@dataclass(frozen=True, slots=True)
+class ChatResult:
+    """One completion: the assistant ``message``, the server's ``usage`` (token counts, as
+    sent), the wall-clock ``latency_s`` including retries, and the ``attempts`` it took."""
+
+    message: Message
+    usage: Mapping[str, Any] = field(default_factory=dict)
+    latency_s: float = 0.0
+    attempts: int = 1
+    finish_reason: str | None = None
+    #: The model the server says answered (may differ from the one asked for, e.g. a snapshot).
+    model: str | None = None
+
+
+class ChatClient:
+    """An async client for one OpenAI-compatible endpoint.
+
+    ``base_url`` is the API root (``https://api.openai.com/v1``, ``http://127.0.0.1:8000/v1``);
+    requests go to ``{base_url}/chat/completions``. ``max_retries`` counts retries after the
+    first attempt. ``backoff_base_s`` is the first pause; each retry doubles it, up to
+    ``backoff_max_s``, less up to 25% jitter. ``max_connections`` bounds open connections
+    (size it to the runner's concurrency). Pass ``http`` to use your own ``httpx2.AsyncClient``
+    (it is then yours to close).
+
+    The client is safe to share between the tasks of one event loop. Its connection pools
+    belong to the loop that first used them; used from another loop (a later ``asyncio.run``),
+    it opens new ones rather than reuse connections bound to a closed loop.
+    """
+
+    def __init__(
+        self,
+        base_url: str = DEFAULT_BASE_URL,
+        api_key: str | None = None,
+        *,
+        timeout: float = 120.0,
+        max_retries: int = 5,
+        backoff_base_s: float = 0.5,
+        backoff_max_s: float = 30.0,
+        max_connections: int = 256,
+        headers: Mapping[str, str] | None = None,
+        http: httpx2.AsyncClient | None = None,
+    ) -> None:
+        if max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+        self.base_url = base_url.rstrip("/")
+        self.url = f"{self.base_url}/chat/completions"
+        self.max_retries = max_retries
+        self.backoff_base_s = backoff_base_s
+        self.backoff_max_s = backoff_max_s
+        self._timeout = httpx2.Timeout(timeout, pool=None)  # waiting for a free connection is not a failure
+        self._max_connections = max(1, max_connections)
+        self._headers = {"Content-Type": "application/json", **(headers or {})}
+        if api_key:
+            self._headers["Authorization"] = f"Bearer {api_key}"
+        self._own_http = http is None
+        self._pools: list[httpx2.AsyncClient] = [http] if http is not None else []
+        self._in_flight: list[int] = [0] * len(self._pools)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._sync: httpx2.Client | None = None
+
+    def __repr__(self) -> str:  # never the key
+        return f"ChatClient({self.base_url!r})"
+
+    # --- the request --------------------------------------------------------------------
+
+    def _payload(self, model: str, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]] | None,
+                 sampling: Mapping[str, Any]) -> dict[str, Any]:
+        payload: dict[str, Any] = {"model": model, "messages": list(messages)}
+        if tools:  # some servers reject "tools": [] outright
+            payload["tools"] = list(tools)
+        payload.update((k, v) for k, v in sampling.items() if v is not None)
+        return payload
+
+    async def complete(self, *, model: str, messages: Sequence[Message],
+                       tools: Sequence[Mapping[str, Any]] | None = None, **sampling: Any) -> ChatResult:
+        """The first choice's assistant message for ``messages`` (and ``tools``, when any).
+
+        ``sampling`` is sent as is (``temperature``, ``top_p``, ``max_tokens``, ``stop``, ...;
+        ``None`` values are dropped). Raises :class:`PolicyError` for a request the endpoint
+        refuses, a reply that is not a chat completion, or a failure that outlives the retries.
+        """
+        payload = self._payload(model, messages, tools, sampling)
+        start = time.perf_counter()
+        attempt = 0
+        while True:
+            attempt += 1
+            index, http = self._pool()
+            self._in_flight[index] += 1
+            try:
+                response = await http.post(self.url, json=payload, headers=self._headers, timeout=self._timeout)
+            except httpx2.TransportError as e:
+                failure: httpx2.Response | httpx2.TransportError = e
+            else:
+                if response.status_code == 200:
+                    return self._result(response, start, attempt)
+                failure = response
+            finally:
+                self._in_flight[index] -= 1
+            delay = self._retry_delay(failure, attempt)
+            if delay is None:
+                raise self._error(failure, attempt)
+            await asyncio.sleep(delay)
+
+    def complete_sync(self, *, model: str, messages: Sequence[Message],
+                      tools: Sequence[Mapping[str, Any]] | None = None, **sampling: Any) -> ChatResult:
+        """:meth:`complete` for synchronous callers (a verifier's ``score``), with the same
+        retries and errors, on a blocking connection pool of its own."""
+        payload = self._payload(model, messages, tools, sampling)
+        if self._sync is None:
+            self._sync = httpx2.Client(timeout=self._timeout, verify=_ssl_context(), limits=httpx2.Limits(
+                max_connections=self._max_connections, max_keepalive_connections=self._max_connections))
+        start = time.perf_counter()
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = self._sync.post(self.url, json=payload, headers=self._headers)
+            except httpx2.TransportError as e:
+                failure: httpx2.Response | httpx2.TransportError = e
+            else:
+                if response.status_code == 200:
+                    return self._result(response, start, attempt)
+                failure = response
+            delay = self._retry_delay(failure, attempt)
+            if delay is None:
+                raise self._error(failure, attempt)
+            time.sleep(delay)
+
+    def _pool(self) -> tuple[int, httpx2.AsyncClient]:
+        """The least busy connection pool of the running loop, opening the pools on first use."""
+        if self._own_http:
+            loop = asyncio.get_running_loop()
+            if loop is not self._loop:
+                # Pools opened by another (finished) loop hold connections bound to it.
+                self._loop = loop
+                count = -(-self._max_connections // _CONNECTIONS_PER_POOL)
+                size = -(-self._max_connections // count)
+                limits = httpx2.Limits(max_connections=size, max_keepalive_connections=size)
+                verify = _ssl_context()
+                self._pools = [httpx2.AsyncClient(timeout=self._timeout, limits=limits, verify=verify)
+                               for _ in range(count)]
+                self._in_flight = [0] * count
+        if len(self._pools) == 1:
+            return 0, self._pools[0]
+        index = min(range(len(self._pools)), key=self._in_flight.__getitem__)
+        return index, self._pools[index]
+
+    # --- the reply ----------------------------------------------------------------------
+
+    def _result(self, response: httpx2.Response, start: float, attempts: int) -> ChatResult:
+        try:
+            body = response.json()
+            choice = body["choices"][0]
+            raw = choice["message"]
+        except (ValueError, KeyError, IndexError, TypeError):
+            raise PolicyError(
+                f"POST {self.url} returned 200 but not a chat completion: {_excerpt(response.text)}",
+                hint="check that the base URL points at an OpenAI-compatible API root (it usually ends in /v1)",
+            ) from None
+        if not isinstance(raw, Mapping):
+            raise PolicyError(f"POST {self.url} returned a choice whose message is not an object: {_excerpt(response.text)}")
+        return ChatResult(
+            message=_assistant_message(raw),
+            usage=body.get("usage") or {},
+            latency_s=time.perf_counter() - start,
+            attempts=attempts,
+            finish_reason=choice.get("finish_reason"),
+            model=body.get("model"),
+        )
+
+    def _retry_delay(self, failure: httpx2.Response | httpx2.TransportError, attempt: int) -> float | None:
+        """Seconds to wait before the next attempt, or None when there is none to make."""
+        if attempt > self.max_retries:
+            return None
+        if isinstance(failure, httpx2.Response):
+            if failure.status_code not in _RETRY_STATUSES and failure.status_code < 500:
+                return None
+            retry_after = _retry_after(failure.headers)
+            if retry_after is not None and retry_after <= _MAX_RETRY_AFTER_S:
+                return retry_after
+        backoff = min(self.backoff_max_s, self.backoff_base_s * 2 ** (attempt - 1))
+        return backoff * (1 - 0.25 * random.random())  # jitter: clients that failed together retry apart
+
+    def _error(self, failure: httpx2.Response | httpx2.TransportError, attempts: int) -> PolicyError:
+        tries = f" after {attempts} attempts" if attempts > 1 else ""
+        if isinstance(failure, httpx2.TransportError):
+            kind = "timed out" if isinstance(failure, httpx2.TimeoutException) else "failed"
+            return PolicyError(
+                f"POST {self.url} {kind}{tries}: {type(failure).__name__}: {failure or 'no detail'}",
+                hint="check the base URL and that the server is running and reachable; "
+                     "raise the timeout or --max-retries for a slow server",
+            )
+        status = failure.status_code
+        message = f"POST {self.url} failed with {status} {failure.reason_phrase}{tries}: {_server_message(failure)}"
+        hint = _HINTS.get(status)
+        if hint is None:
+            hint = ("the endpoint is overloaded or failing; lower the concurrency (-c) or raise --max-retries"
+                    if status in _RETRY_STATUSES or status >= 500 else
+                    "check the base URL, the model name and the request parameters")
+        return PolicyError(message, hint=hint)
+
+    # --- closing ------------------------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close the connections this client opened (not an ``http`` client passed in)."""
+        if self._own_http:
+            pools, loop, self._pools, self._loop = self._pools, self._loop, [], None
+            # Connections opened by a loop that has finished cannot be closed from this one;
+            # they went with their loop.
+            if loop is asyncio.get_running_loop():
+                for pool in pools:
+                    await pool.aclose()
+        self.close_sync()
+
+    def close_sync(self) -> None:
+        """Close the blocking pool of :meth:`complete_sync`."""
+        if self._sync is not None:
+            self._sync.close()
+            self._sync = None
+
+    async def __aenter__(self) -> ChatClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
+_HINTS = {
+    400: "the endpoint rejected the request: check the model name and that it supports the sampling "
+         "parameters and tools sent",
+    401: "check the API key (OPENAI_API_KEY, or the variable the manifest names) for this endpoint",
+    403: "the API key is valid but may not use this model or endpoint: check its permissions and the model name",
+    404: "check the base URL (an API root such as https://api.openai.com/v1) and the model name",
+}
+
+
+@functools.lru_cache(maxsize=1)
+def _ssl_context() -> ssl.SSLContext:
+    """One verifying SSL context for every pool: loading the CA bundle costs ~40 ms a time."""
+    return httpx2.create_ssl_context()
+
+
+def _assistant_message(raw: Mapping[str, Any]) -> Message:
+    """The fields of a returned message a conversation can carry forward, normalised.
+
+    Servers differ in what they add (``refusal``, ``audio``, ``reasoning_content``) and some
+    reject those fields when sent back; keep the chat-completions core. Tool call arguments
+    stay the string the model produced, valid JSON or not: the harness reports a malformed call
+    to the model instead of the client failing the episode.
+    """
+    message: Message = {"role": "assistant", "content": raw.get("content")}
+    calls = raw.get("tool_calls")
+    if calls:
+        normalised = []
+        for i, call in enumerate(calls):
+            function = dict(call.get("function") or {})
+            arguments = function.get("arguments")
+            if not isinstance(arguments, str):
+                # A few servers send a parsed object; the OpenAI format is a JSON string.
+                arguments = json.dumps(arguments if arguments is not None else {})
+            normalised.append({
+                "id": call.get("id") or f"call_{i}",
+                "type": call.get("type") or "function",
+                "function": {"name": function.get("name") or "", "arguments": arguments},
+            })
+        message["tool_calls"] = normalised
+    return message
+
+
+def _retry_after(headers: httpx2.Headers) -> float | None:
+    """``Retry-After`` (seconds or an HTTP date) or ``retry-after-ms``, in seconds."""
+    value = headers.get("retry-after-ms")
+    if value:
+        try:
+            return max(0.0, float(value) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _server_message(response: httpx2.Response) -> str:
+    """The error message the server sent: OpenAI's ``{"error": {"message"}}`` and common variants."""
+    try:
+        body = response.json()
+    except ValueError:
+        return _excerpt(response.text) or "(empty body)"
+    if isinstance(body, Mapping):
+        err = body.get("error", body)
+        if isinstance(err, Mapping):
+            for key in ("message", "detail", "msg"):
+                if isinstance(err.get(key), str):
+                    return err[key]
+        elif isinstance(err, str):
+            return err
+        if isinstance(body.get("detail"), str):
+            return body["detail"]
+    return _excerpt(response.text)
+
+
+def _excerpt(text: str, limit: int = 300) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit] + "..."
