@@ -147,3 +147,30 @@ def test_installed_command_against_the_server(tmp_path: Path, openai_server: Any
     assert "mean reward   1.0000" in result.out and "pass@2" in result.out
     assert openai_server.requests[0].authorization == "Bearer sk-local"
     assert len(records(out)) == 12
+
+
+def test_llm_judge_refuses_to_grade_its_own_model_unless_forced(tmp_path: Path, envhub_cli: Any,
+                                                                  openai_server: Any) -> None:
+    from tests.runtime_fixtures import set_table
+
+    root = scaffold(tmp_path)
+    set_table(root, "verifier", f'kind = "llm-judge"\nmodel = "judge-1"\nbase-url = "{openai_server.base_url}"')
+
+    def script(request: Request) -> str:
+        if request.model == "judge-1" and "grade" in json.dumps(request.messages).lower():
+            return '{"score": 10, "reasoning": "correct"}' if "42" in json.dumps(request.messages) else '{"score": 0}'
+        return "42"
+
+    openai_server.script = script
+    out = tmp_path / "o.jsonl"
+    refused = envhub_cli("eval", str(root), "-s", "dev", "-p", "openai:judge-1", "--base-url", openai_server.base_url,
+                         "-o", str(out))
+    assert refused.code == 2
+    assert refused.err.splitlines()[0] == "envhub: error: the llm-judge verifier would grade model 'judge-1' with itself"
+    assert not out.exists() and openai_server.requests == []
+    forced = envhub_cli("eval", str(root), "-s", "dev", "-p", "openai:judge-1", "--base-url", openai_server.base_url,
+                        "-o", str(out), "--force-self-judge", "--json")
+    assert forced.code == 0, forced.err
+    assert json.loads(forced.out)["mean_reward"] == 1.0
+    judged = [r for r in openai_server.requests if "42" in json.dumps(r.messages)]
+    assert judged and all(r.model == "judge-1" for r in judged)
