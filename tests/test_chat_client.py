@@ -109,7 +109,7 @@ def test_gives_up_after_the_last_retry(openai_server) -> None:
     assert exc.value.message == (
         f"POST {openai_server.base_url}/chat/completions failed with 429 Too Many Requests after 3 attempts: "
         "Rate limit reached for m-1")
-    assert exc.value.hint == "the endpoint is overloaded or failing; lower the concurrency (-c) or raise --max-retries"
+    assert exc.value.hint == "the endpoint is overloaded or failing; lower the concurrency (-c) or allow more retries"
 
 
 @pytest.mark.parametrize(("status", "server_message", "hint"), [

@@ -230,13 +230,13 @@ class ChatClient:
             return PolicyError(
                 f"POST {self.url} {kind}{tries}: {type(failure).__name__}: {failure or 'no detail'}",
                 hint="check the base URL and that the server is running and reachable; "
-                     "raise the timeout or --max-retries for a slow server",
+                     "raise the timeout or allow more retries for a slow server",
             )
         status = failure.status_code
         message = f"POST {self.url} failed with {status} {failure.reason_phrase}{tries}: {_server_message(failure)}"
         hint = _HINTS.get(status)
         if hint is None:
-            hint = ("the endpoint is overloaded or failing; lower the concurrency (-c) or raise --max-retries"
+            hint = ("the endpoint is overloaded or failing; lower the concurrency (-c) or allow more retries"
                     if status in _RETRY_STATUSES or status >= 500 else
                     "check the base URL, the model name and the request parameters")
         return PolicyError(message, hint=hint)
