@@ -16,9 +16,10 @@ Every request is recorded in ``server.requests`` so a test can assert what was s
 It is a small HTTP/1.1 server on ``asyncio.start_server`` running in a thread of its own:
 keep-alive, ``TCP_NODELAY``, a backlog of 2048. Chosen by measurement against
 ``ThreadingHTTPServer`` (a thread per connection), each in its own process, at concurrency 256
-(``python -m tests.openai_server --bench``): about 12,000 requests/s against 3,700 with a raw
-keep-alive client. Through httpx2 the client, not the server, is the limit (~500 requests/s
-from one AsyncClient with 256 connections), so benchmarks should run the server as a process.
+(``python -m tests.openai_server --bench``, 2-CPU VM): 10,500 to 12,600 requests/s against
+3,700 to 4,000 with a raw keep-alive client. Through httpx2 the client, not the server, is the
+limit (~400-500 requests/s from one AsyncClient with 256 connections; ChatClient's pools of 16
+reach ~630-760), so benchmarks should run the server as a process.
 
 Use it as a pytest fixture (``openai_server`` in ``tests/conftest.py``), as a context manager
 (``with serve(script) as server: server.base_url``), or as a process
