@@ -38,7 +38,9 @@ def test_single_turn(tmp_path: Path, envhub_cli: Any, openai_server: Any) -> Non
     assert request.model == "test-model"
     assert [m["role"] for m in request.messages] == ["system", "user"]
     assert request.tools is None  # no tools are sent to a single-turn environment
-    assert all(r["policy"] == "openai:test-model" for r in records(tmp_path / "o.jsonl"))
+    rows = records(tmp_path / "o.jsonl")
+    assert all(r["policy"] == "openai:test-model" for r in rows)
+    assert all((r["usage"]["requests"], r["usage"]["attempts"]) == (1, 1) for r in rows)
 
 
 def bisect(request: Request) -> str:
@@ -122,6 +124,7 @@ def test_rate_limits_are_retried(tmp_path: Path, envhub_cli: Any, openai_server:
     summary = eval_json(envhub_cli, root, openai_server, tmp_path / "o.jsonl", "-c", "1")
     assert (summary["mean_reward"], summary["errors"]) == (1.0, 0)
     assert openai_server.attempts == 6 + 3
+    assert sum(r["usage"]["attempts"] for r in records(tmp_path / "o.jsonl")) == 9
 
 
 def test_an_endpoint_that_always_fails_fails_the_run(tmp_path: Path, envhub_cli: Any, openai_server: Any) -> None:

@@ -70,7 +70,7 @@ def eval_(ctx: click.Context, target: str, split: str, policy_spec: str, limit: 
     try:
         tasks = env.tasks(split, seed=seed, limit=limit)
         sampling = env.manifest.config.sampling
-        policy = make_policy(policy_spec, base_url=base_url,
+        policy = make_policy(policy_spec, base_url=base_url, max_connections=concurrency,
                              sampling=sampling.model_dump(exclude_none=True, exclude_defaults=True) if sampling else None,
                              settings=settings)
         env.use_policy_model(policy.model, force_self_judge=force_self_judge)

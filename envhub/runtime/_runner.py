@@ -60,6 +60,8 @@ def rollout_seed(run_seed: int | None, task_id: str, rollout: int) -> int:
 async def run_rollout(plan: RolloutPlan, job: RolloutJob) -> dict[str, Any]:
     """Play one episode and return its record. Never raises for the policy's or the
     environment's failures: they go into the record's ``error`` with reward 0."""
+    from envhub.runtime.policies import track_usage
+
     env, policy, task = plan.env, plan.policy, job.task
     episode = env.episode(task, seed=job.seed)
     started_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
@@ -69,16 +71,17 @@ async def run_rollout(plan: RolloutPlan, job: RolloutJob) -> dict[str, Any]:
     reward = 0.0
     breakdown: dict[str, float] = {}
     try:
-        async with asyncio.timeout(plan.timeout_s):
-            observation = await episode.areset()
-            while True:
-                t = time.perf_counter()
-                action = await policy.act(observation, task, env=env)
-                policy_s += time.perf_counter() - t
-                result = await episode.astep(action)
-                if result.done:
-                    break
-                observation = result.observation
+        with track_usage() as usage:
+            async with asyncio.timeout(plan.timeout_s):
+                observation = await episode.areset()
+                while True:
+                    t = time.perf_counter()
+                    action = await policy.act(observation, task, env=env)
+                    policy_s += time.perf_counter() - t
+                    result = await episode.astep(action)
+                    if result.done:
+                        break
+                    observation = result.observation
         assert episode.score is not None
         reward = episode.score.reward
         breakdown = dict(episode.score.breakdown)
@@ -107,6 +110,7 @@ async def run_rollout(plan: RolloutPlan, job: RolloutJob) -> dict[str, Any]:
         "tool_calls": [call for m in messages if m.get("role") == "assistant" for call in (m.get("tool_calls") or [])],
         "tool_errors": episode.tool_errors,
         "messages": messages,
+        "usage": usage.as_dict(),
         "timing": {"started_at": started_at, "duration_s": round(time.perf_counter() - start, 6),
                    "policy_s": round(policy_s, 6)},
     }
