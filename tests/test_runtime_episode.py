@@ -374,3 +374,25 @@ def test_load_by_id_from_the_registry_keeps_held_out_splits_apart(tmp_path: Path
     assert full.score(task, f"\\boxed{{{task['answer']}}}").reward == 1.0
     local = envhub.load(root)
     assert local.digest == digest  # a directory's digest is the one push publishes
+
+
+def test_noise_fails_tool_calls_at_the_configured_rate_seeded_per_episode(tmp_path: Path) -> None:
+    root = scaffold(tmp_path, protocol="tool-use")
+    set_table(root, "config", "timeout-s = 60\nnoise = { tool-error-rate = 0.5 }")
+    env = envhub.load(root, trust_code=True)
+    task = env.tasks("train")[0]
+
+    def outcomes(seed: int) -> list[bool]:
+        episode = env.episode(task, seed=seed)
+        episode.reset()
+        out = []
+        for _ in range(5):
+            content = episode.step(tool_call("calculate", {"expression": "1+1"})).observation.messages[-1]["content"]
+            assert content in ("2", "Error: the tool is temporarily unavailable; try again")
+            out.append(content == "2")
+        return out
+
+    assert outcomes(1) == outcomes(1)  # the same seed, the same failures
+    runs = [outcomes(seed) for seed in range(20)]
+    failures = sum(not ok for run in runs for ok in run)
+    assert 25 <= failures <= 75  # about half of 100 calls

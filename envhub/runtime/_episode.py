@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from envhub.errors import UsageError
 from envhub.runtime._state import StateHandle
-from envhub.runtime._tools import ToolCallResult, unknown_tool
+from envhub.runtime._tools import Tool, ToolCallResult, unknown_tool
 from envhub.runtime._types import Action, Message, Observation, Score, StepResult, Task, Trajectory, as_assistant_message
 
 if TYPE_CHECKING:
@@ -79,22 +79,11 @@ class Episode:
         """Take the model's turn. Raises :class:`UsageError` before :meth:`reset` or after
         the episode is done, and :class:`TypeError` for an action that is not a string or
         an assistant message."""
-        message = self._take_turn(action)
-        harness = self.env._harness
-        info: dict[str, Any] = {}
-        if harness.protocol == "tool-use" and message.get("tool_calls"):
-            results = [self._run_tool(call) for call in message["tool_calls"]]
-            self._add_tool_results(results, info)
-            if self.turns < self.env.max_turns:
-                return StepResult(self.observation(), None, False, info)
-            self.truncated = True
-        elif harness.protocol == "multi-turn" and self.turns < self.env.max_turns:
-            reply = self.env._respond(self.task, self.messages, self.state)
-            if reply is not None:
-                self.messages.append({"role": "user", "content": reply})
-                return StepResult(self.observation(), None, False, info)
-        elif harness.protocol == "multi-turn":
-            self.truncated = True
+        calls = self._tool_calls(self._take_turn(action))
+        results = [self._run_tool(call) for call in calls] if calls else None
+        going_on, info = self._continue(results)
+        if going_on is not None:
+            return going_on
         return self._finish(self.env.score(self.task, Trajectory(self.messages), state=self.state), info)
 
     # -- the async API ------------------------------------------------------------------
@@ -105,24 +94,12 @@ class Episode:
     async def astep(self, action: Action) -> StepResult:
         """:meth:`step` for an event loop: tools that are not ``async def`` run in worker
         threads, and verifiers that do I/O (code tests, LLM judges) do not block the loop."""
-        message = self._take_turn(action)
-        harness = self.env._harness
-        info: dict[str, Any] = {}
-        if harness.protocol == "tool-use" and message.get("tool_calls"):
-            results = [await self._arun_tool(call) for call in message["tool_calls"]]
-            self._add_tool_results(results, info)
-            if self.turns < self.env.max_turns:
-                return StepResult(self.observation(), None, False, info)
-            self.truncated = True
-        elif harness.protocol == "multi-turn" and self.turns < self.env.max_turns:
-            reply = self.env._respond(self.task, self.messages, self.state)
-            if reply is not None:
-                self.messages.append({"role": "user", "content": reply})
-                return StepResult(self.observation(), None, False, info)
-        elif harness.protocol == "multi-turn":
-            self.truncated = True
-        score = await self.env.ascore(self.task, Trajectory(self.messages), state=self.state)
-        return self._finish(score, info)
+        calls = self._tool_calls(self._take_turn(action))
+        results = [await self._arun_tool(call) for call in calls] if calls else None
+        going_on, info = self._continue(results)
+        if going_on is not None:
+            return going_on
+        return self._finish(await self.env.ascore(self.task, Trajectory(self.messages), state=self.state), info)
 
     async def __aenter__(self) -> Episode:
         return self
@@ -173,6 +150,31 @@ class Episode:
         self.turns += 1
         return message
 
+    def _tool_calls(self, message: Message) -> list[dict[str, Any]]:
+        """The calls to run: only tool-use episodes run tools."""
+        if self.env._harness.protocol != "tool-use":
+            return []
+        return list(message.get("tool_calls") or [])
+
+    def _continue(self, results: list[ToolCallResult] | None) -> tuple[StepResult | None, dict[str, Any]]:
+        """After the model's turn (and its tool results, if it called tools): the step that
+        continues the episode, or None when the episode ends now; and the step's info."""
+        info: dict[str, Any] = {}
+        if results is not None:
+            self._add_tool_results(results, info)
+            if self.turns < self.env.max_turns:
+                return StepResult(self.observation(), None, False, info), info
+            self.truncated = True
+        elif self.env._harness.protocol == "multi-turn":
+            if self.turns >= self.env.max_turns:
+                self.truncated = True
+            else:
+                reply = self.env._respond(self.task, self.messages, self.state)
+                if reply is not None:
+                    self.messages.append({"role": "user", "content": reply})
+                    return StepResult(self.observation(), None, False, info), info
+        return None, info
+
     def _noise(self) -> bool:
         rate = self.env._tool_error_rate
         if not rate:
@@ -181,23 +183,23 @@ class Episode:
             self._rng = random.Random(f"{self.seed}:{self.task.split}:{self.task.id}")
         return self._rng.random() < rate
 
-    def _run_tool(self, call: dict[str, Any]) -> ToolCallResult:
+    def _tool_for(self, call: dict[str, Any]) -> Tool | ToolCallResult:
+        """The tool a call names, or the answer when there is none (or noise strikes)."""
         tool = self.env._tools_by_name.get(str((call.get("function") or {}).get("name") or ""))
         if tool is None:
             return unknown_tool(call, self.env.tools)
         if self._noise():
             return ToolCallResult({"role": "tool", "tool_call_id": call.get("id", ""), "name": tool.name,
                                    "content": _NOISE_ERROR}, error=_NOISE_ERROR)
-        return tool.call(call, self.state)
+        return tool
+
+    def _run_tool(self, call: dict[str, Any]) -> ToolCallResult:
+        tool = self._tool_for(call)
+        return tool if isinstance(tool, ToolCallResult) else tool.call(call, self.state)
 
     async def _arun_tool(self, call: dict[str, Any]) -> ToolCallResult:
-        tool = self.env._tools_by_name.get(str((call.get("function") or {}).get("name") or ""))
-        if tool is None:
-            return unknown_tool(call, self.env.tools)
-        if self._noise():
-            return ToolCallResult({"role": "tool", "tool_call_id": call.get("id", ""), "name": tool.name,
-                                   "content": _NOISE_ERROR}, error=_NOISE_ERROR)
-        return await tool.acall(call, self.state)
+        tool = self._tool_for(call)
+        return tool if isinstance(tool, ToolCallResult) else await tool.acall(call, self.state)
 
     def _add_tool_results(self, results: list[ToolCallResult], info: dict[str, Any]) -> None:
         errors = [r.error for r in results if r.error is not None]
