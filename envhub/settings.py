@@ -34,7 +34,7 @@ class Settings:
     max_bundle_bytes: int = _DEFAULT_MAX_BUNDLE_BYTES
     #: ``HF_TOKEN``: the Hugging Face token for ``hf://`` registries (None: the
     #: ``huggingface_hub`` login, ``hf auth login``).
-    hf_token: str | None = None
+    hf_token: str | None = field(default=None, repr=False)
     #: ``HF_ENDPOINT``: the Hub's URL for ``hf://`` registries that do not name one.
     hf_endpoint: str = "https://huggingface.co"
     #: ``OPENAI_BASE_URL``: the endpoint of ``openai:MODEL`` policies when no ``--base-url`` is given.

@@ -139,3 +139,4 @@ def test_async_calls() -> None:
             "Error: ValueError: only SELECT queries are allowed")
 
     asyncio.run(main())
+
