@@ -46,8 +46,9 @@ def load(ref_or_path: str | os.PathLike[str], *, trust_code: bool = False, regis
     from envhub.registry import load_registry_config
 
     try:
-        url = load_registry_config(settings).url(registry)
-        result = pull(text, url, settings, with_heldout=with_heldout,
+        config = load_registry_config(settings)
+        url = config.url(registry)
+        result = pull(text, url, settings, with_heldout=with_heldout, heldout_url=config.heldout_url(),
                       offline=settings.offline if offline is None else offline)
     except InvalidIdError as e:
         raise UsageError(f"{text!r} is neither a bundle directory nor an environment id ({e.message})",
