@@ -11,7 +11,7 @@ from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from packaging.version import Version
 
-from envhub.errors import EnvNotFoundError, RegistryError
+from envhub.errors import EnvNotFoundError, RegistryError, VersionConflictError
 from envhub.ids import EnvRef
 
 if TYPE_CHECKING:
@@ -211,3 +211,22 @@ def select_version(entries: list[VersionEntry], ref: EnvRef) -> tuple[VersionEnt
     existing = ", ".join(e.version + (" (yanked)" if e.yanked else "") for e in entries) or "none"
     raise EnvNotFoundError(f"no version of {ref.name} matches {str(ref)!r}; versions: {existing}",
                            hint=f"pin one that exists, e.g. '{ref.name}@{entries[-1].version}'" if entries else None)
+
+
+def same_or_conflict(existing: VersionEntry, bundle: BuiltBundle, url: str) -> PublishResult:
+    """A push of a version that already exists in ``url``: a no-op for the same digest,
+    else :class:`VersionConflictError` (versions are immutable)."""
+    if existing.digest == bundle.public.digest:
+        return PublishResult(existing, created=False)
+    raise VersionConflictError(
+        f"{existing.ref} is already published in {url} with different content "
+        f"({existing.digest[:19]}..., yours is {bundle.public.digest[:19]}...)",
+        hint=f"versions are immutable: bump [environment] version (e.g. to "
+             f"{_next_version(existing.version)}) and push again",
+    )
+
+
+def _next_version(version: str) -> str:
+    v = Version(version)
+    release = list(v.release) + [0] * (3 - len(v.release))
+    return f"{release[0]}.{release[1]}.{release[2] + 1}"

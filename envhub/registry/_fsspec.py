@@ -25,9 +25,9 @@ from typing import IO, TYPE_CHECKING, Any
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
-from envhub.errors import EnvNotFoundError, IntegrityError, RegistryError, VersionConflictError
+from envhub.errors import EnvNotFoundError, IntegrityError, RegistryError
 from envhub.ids import parse_name
-from envhub.registry._base import PublishResult, Registry, VersionEntry, utc_now, version_key
+from envhub.registry._base import PublishResult, Registry, VersionEntry, same_or_conflict, utc_now, version_key
 
 if TYPE_CHECKING:
     from envhub.bundle import BuiltBundle
@@ -175,7 +175,7 @@ class FsspecRegistry(Registry):
             entry_path = self._entry_path(bundle.name, bundle.version)
             existing = self._existing(entry_path)
             if existing is not None:
-                return self._same_or_conflict(existing, bundle)
+                return same_or_conflict(existing, bundle, self.url)
             locator = self.store.put_blob(bundle.public.digest, bundle.public.path, bundle.public.size)
             entry = VersionEntry.for_bundle(bundle, locator=posixpath.relpath(locator, self.store.root))
             data = entry.to_json()
@@ -184,23 +184,13 @@ class FsspecRegistry(Registry):
             if self.store.create_json(entry_path, data):
                 return PublishResult(VersionEntry.from_json(data, registry=self.url), created=True)
             # Another push won the race for this version.
-            return self._same_or_conflict(self._existing(entry_path), bundle)  # type: ignore[arg-type]
+            return same_or_conflict(self._existing(entry_path), bundle, self.url)  # type: ignore[arg-type]
 
     def _existing(self, entry_path: str) -> VersionEntry | None:
         try:
             return VersionEntry.from_json(self.store.read_json(entry_path), registry=self.url)
         except FileNotFoundError:
             return None
-
-    def _same_or_conflict(self, existing: VersionEntry, bundle: BuiltBundle) -> PublishResult:
-        if existing.digest == bundle.public.digest:
-            return PublishResult(existing, created=False)
-        raise VersionConflictError(
-            f"{existing.ref} is already published in {self.url} with different content "
-            f"({existing.digest[:19]}..., yours is {bundle.public.digest[:19]}...)",
-            hint=f"versions are immutable: bump [environment] version (e.g. to "
-                 f"{_next_version(existing.version)}) and push again",
-        )
 
     def versions(self, name: str) -> list[VersionEntry]:
         env_dir = self._env_dir(name)
@@ -320,11 +310,3 @@ class HeldoutStore:
                 hint="held-out splits stay with whoever published them; ask for access, "
                      "or point ENVHUB_HELDOUT_STORE at the store that has them",
             ) from None
-
-
-def _next_version(version: str) -> str:
-    from packaging.version import Version
-
-    v = Version(version)
-    release = list(v.release) + [0] * (3 - len(v.release))
-    return f"{release[0]}.{release[1]}.{release[2] + 1}"

@@ -34,7 +34,7 @@ from packaging.version import InvalidVersion, Version
 
 from envhub.errors import EnvNotFoundError, IntegrityError, RegistryError, VersionConflictError
 from envhub.ids import parse_name
-from envhub.registry._base import PublishResult, Registry, VersionEntry, utc_now, version_key
+from envhub.registry._base import PublishResult, Registry, VersionEntry, same_or_conflict, utc_now, version_key
 from envhub.registry._hf_errors import LOGIN_HINT, HubContext, hub_error, status_of
 from envhub.registry._hf_tree import VERSION_FILE, ArchiveTree, card, check_rel_path, read_tree, rebuild_archive, version_document
 
@@ -383,7 +383,7 @@ class HfRegistry(Registry):
                     if existing is None:
                         raise IntegrityError(f"{self.url}: {repo_id} has tag {tagged[0]} but no envhub entry for it",
                                              hint="the repo was edited by hand; ask its owners to repair it")
-                    return self._same_or_conflict(existing, bundle)
+                    return same_or_conflict(existing, bundle, self.url)
                 head = _main(refs)
                 assert head is not None, "a Hub repo always has a main branch"
                 entry, commit = self._commit_version(repo_id, bundle, tree, head)
@@ -418,18 +418,6 @@ class HfRegistry(Registry):
         commit = self.hub.commit_tree(repo_id, files, head=head, existing=self.hub.tree_paths(repo_id, head),
                                       message=f"envhub: publish {bundle.name} {bundle.version}")
         return entry, commit
-
-    def _same_or_conflict(self, existing: VersionEntry, bundle: BuiltBundle) -> PublishResult:
-        from envhub.registry._fsspec import _next_version
-
-        if existing.digest == bundle.public.digest:
-            return PublishResult(existing, created=False)
-        raise VersionConflictError(
-            f"{existing.ref} is already published in {self.url} with different content "
-            f"({existing.digest[:19]}..., yours is {bundle.public.digest[:19]}...)",
-            hint=f"versions are immutable: bump [environment] version (e.g. to "
-                 f"{_next_version(existing.version)}) and push again",
-        )
 
     def yank(self, name: str, version: str, reason: str) -> VersionEntry:
         repo_id = str(parse_name(name))

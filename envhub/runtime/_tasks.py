@@ -184,7 +184,7 @@ def _read_rows(path: Path, format: str) -> list[dict[str, Any]]:
             except orjson.JSONDecodeError as e:
                 raise BundleError(f"{path}: line {number} is not valid JSON",
                                   [Problem("error", "invalid-json", str(e), file=str(path), line=number)],
-                                  hint=f"run 'envhub validate' on the bundle") from e
+                                  hint="run 'envhub validate' on the bundle") from e
             if not isinstance(row, dict):
                 raise BundleError(f"{path}: line {number} is not a JSON object",
                                   [Problem("error", "not-an-object", "each line must be a JSON object",

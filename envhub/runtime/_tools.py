@@ -155,38 +155,45 @@ class Tool:
         text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
         return ToolCallResult({"role": "tool", "tool_call_id": call_id, "name": self.name, "content": text})
 
-    def call(self, call: Mapping[str, Any], state: Any = None) -> ToolCallResult:
-        """Run one OpenAI tool call; never raises for the model's mistakes or the tool's errors."""
+    def _bind(self, call: Mapping[str, Any], state: Any) -> tuple[str, dict[str, Any]] | ToolCallResult:
+        """(call id, keyword arguments, state included), or the error answer for a bad call."""
         call_id, prepared = self._prepare(call)
         if isinstance(prepared, str):
             return _error(call_id, self.name, prepared)
         if self.takes_state:
             prepared[STATE_PARAMETER] = state
+        return call_id, prepared
+
+    def call(self, call: Mapping[str, Any], state: Any = None) -> ToolCallResult:
+        """Run one OpenAI tool call; never raises for the model's mistakes or the tool's errors."""
+        bound = self._bind(call, state)
+        if isinstance(bound, ToolCallResult):
+            return bound
+        call_id, kwargs = bound
         try:
             if self.is_async:
                 import asyncio
 
-                value = asyncio.run(self.fn(**prepared))
+                value = asyncio.run(self.fn(**kwargs))
             else:
-                value = self.fn(**prepared)
+                value = self.fn(**kwargs)
         except Exception as e:
             return _error(call_id, self.name, f"Error: {type(e).__name__}: {e}")
         return self._result(call_id, value)
 
     async def acall(self, call: Mapping[str, Any], state: Any = None) -> ToolCallResult:
         """:meth:`call` for the event loop: async tools are awaited, others run in a thread."""
-        call_id, prepared = self._prepare(call)
-        if isinstance(prepared, str):
-            return _error(call_id, self.name, prepared)
-        if self.takes_state:
-            prepared[STATE_PARAMETER] = state
+        bound = self._bind(call, state)
+        if isinstance(bound, ToolCallResult):
+            return bound
+        call_id, kwargs = bound
         try:
             if self.is_async:
-                value = await self.fn(**prepared)
+                value = await self.fn(**kwargs)
             else:
                 import asyncio
 
-                value = await asyncio.to_thread(self.fn, **prepared)
+                value = await asyncio.to_thread(self.fn, **kwargs)
         except Exception as e:
             return _error(call_id, self.name, f"Error: {type(e).__name__}: {e}")
         return self._result(call_id, value)
