@@ -108,7 +108,7 @@ def _referenced_files(root: Path, m: Manifest, at) -> Iterator[Problem]:  # type
     if m.state.snapshot:
         kind = "dir" if m.state.kind == "files" else "sqlite"
         refs.append(("state.snapshot", ("state", "snapshot"), m.state.snapshot, kind))
-    verifiers = m.verifier.criteria if isinstance(m.verifier, Rubric) else [m.verifier]
+    verifiers = m.verifier.criteria if isinstance(m.verifier, Rubric) else [m.verifier] if m.verifier else []
     for i, v in enumerate(verifiers):
         if isinstance(v, LlmJudge) and v.rubric:
             loc: tuple[str | int, ...] = ("verifier", "criteria", i) if isinstance(m.verifier, Rubric) else ("verifier",)
@@ -134,7 +134,7 @@ def _required_fields(m: Manifest) -> tuple[list[str], list[str]]:
     if m.tasks.difficulty_field:
         fields.append(m.tasks.difficulty_field)
         numeric.append(m.tasks.difficulty_field)
-    verifiers = m.verifier.criteria if isinstance(m.verifier, Rubric) else [m.verifier]
+    verifiers = m.verifier.criteria if isinstance(m.verifier, Rubric) else [m.verifier] if m.verifier else []
     for v in verifiers:
         if isinstance(v, (ExactMatch, Numeric, JsonMatch)):
             fields.append(v.field)

@@ -56,7 +56,7 @@ def info(target: str, registry: str | None, offline: bool, as_json: bool) -> Non
         "license": m.environment.license,
         "tags": list(m.environment.tags),
         "protocol": m.harness.protocol,
-        "verifier": verifier.kind,
+        "verifier": verifier.kind if verifier else "mixture",
         "criteria": [c.name for c in getattr(verifier, "criteria", [])],
         "state": m.state.kind,
         "dependencies": dict(m.dependencies),

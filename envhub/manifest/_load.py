@@ -72,7 +72,12 @@ def validate_manifest_data(data: dict[str, Any], *, file: str = MANIFEST_FILENAM
     try:
         manifest = Manifest.model_validate(data, by_alias=True, by_name=False)
     except ValidationError as e:
-        return None, problems_from_validation(e.errors(), data, file=file, text=text)
+        errors = e.errors()
+        if _needs_verifier(data) and "verifier" not in data:
+            # [verifier] is optional only for mixtures, so the model leaves it optional; say
+            # it is missing here too, with the other errors, as for any required table.
+            errors.append({"type": "missing", "loc": ("verifier",), "msg": "Field required", "input": data})
+        return None, problems_from_validation(errors, data, file=file, text=text)
     problems = []
     for p in semantic_problems(manifest):
         position = locate(text, _field_loc(p.field)) if p.field else None
@@ -81,6 +86,11 @@ def validate_manifest_data(data: dict[str, Any], *, file: str = MANIFEST_FILENAM
                                 column=position[1] if position else None, field=p.field, hint=p.hint))
     problems.sort(key=lambda p: (p.line or 0, p.column or 0))
     return (None if problems else manifest), problems
+
+
+def _needs_verifier(data: dict[str, Any]) -> bool:
+    tasks = data.get("tasks")
+    return not (isinstance(tasks, dict) and tasks.get("format") == "mixture")
 
 
 def _field_loc(field: str) -> list[str | int]:

@@ -73,12 +73,27 @@ class EnvironmentSection(_Model):
 # --- [tasks] ---------------------------------------------------------------------------
 
 
+class MixtureComponent(_Model):
+    """One part of a composite split: a split of a dependency, and its share of the tasks."""
+
+    env: EnvNameStr = Field(description="A dependency, named in [dependencies].")
+    split: SplitName = Field(description="The dependency's split the tasks come from.")
+    weight: float = Field(gt=0, description="Relative share of the mixture's tasks.")
+
+
 class Split(_Model):
-    """One named split of tasks: a file (jsonl, parquet) or a seed range (generator)."""
+    """One named split of tasks: a file (jsonl, parquet), a seed range (generator), or a
+    weighted mixture of dependencies' splits (mixture)."""
 
     path: BundlePath | None = Field(None, description="Task file, for jsonl and parquet.")
     seeds: list[int] | None = Field(
         None, description="[start, stop) seed range, for generator tasks."
+    )
+    mixture: list[MixtureComponent] | None = Field(
+        None, min_length=1, description="Dependencies' splits and weights, for format = mixture."
+    )
+    size: int | None = Field(
+        None, ge=1, description="Mixture: number of tasks (default: as many as fit without repeats)."
     )
     held_out: bool = Field(False, description="Never published in the clear.")
     rows: int | None = Field(None, ge=0, description="Recorded row count, checked by validate.")
@@ -89,7 +104,7 @@ class Split(_Model):
 class TasksSection(_Model):
     """T: the problems, in named splits."""
 
-    format: Literal["jsonl", "parquet", "generator"] = "jsonl"
+    format: Literal["jsonl", "parquet", "generator", "mixture"] = "jsonl"
     id_field: FieldName = "id"
     prompt_field: FieldName = "prompt"
     difficulty_field: FieldName | None = None
@@ -315,6 +330,6 @@ class Manifest(_Model):
     dependencies: dict[EnvNameStr, SpecifierStr] = {}
     tasks: TasksSection
     harness: HarnessSection = HarnessSection()
-    verifier: Verifier
+    verifier: Verifier | None = Field(None, description="Required, except for format = mixture.")
     state: StateSection = StateSection()
     config: ConfigSection = ConfigSection()

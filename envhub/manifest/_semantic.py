@@ -20,6 +20,7 @@ def semantic_problems(m: Manifest) -> Iterator[Problem]:
     """Yield every cross-field problem of a manifest that passed per-field validation."""
     yield from _tasks(m)
     yield from _harness(m)
+    yield from _composite(m)
     yield from _verifier(m)
     yield from _state(m)
     yield from _config(m)
@@ -46,6 +47,13 @@ def _tasks(m: Manifest) -> Iterator[Problem]:
     seen_paths: dict[str, str] = {}
     for name, split in t.splits.items():
         field = f"tasks.splits.{name}"
+        if t.format == "mixture":
+            yield from _mixture_split(m, name, field)
+            continue
+        if split.mixture is not None or split.size is not None:
+            key = "mixture" if split.mixture is not None else "size"
+            yield _error(f"{field}.{key}", f"{key} is only used with format = 'mixture', not {t.format!r}",
+                         f"remove {key}, or set format = 'mixture'")
         if generated:
             if split.seeds is None:
                 yield _error(f"{field}.seeds", "generator splits need a seed range", "add seeds = [start, stop]")
@@ -75,6 +83,26 @@ def _tasks(m: Manifest) -> Iterator[Problem]:
             )
 
 
+def _mixture_split(m: Manifest, name: str, field: str) -> Iterator[Problem]:
+    split = m.tasks.splits[name]
+    if split.mixture is None:
+        yield _error(f"{field}.mixture", "a mixture split needs its components",
+                     'add mixture = [{ env = "acme/other", split = "train", weight = 1.0 }]')
+    for key in ("path", "seeds", "rows", "sha256"):
+        if getattr(split, key) is not None:
+            yield _error(f"{field}.{key}", f"a mixture split takes its tasks from its dependencies, not {key}",
+                         f"remove {key}")
+    seen: set[tuple[str, str]] = set()
+    for i, part in enumerate(split.mixture or []):
+        where = f"{field}.mixture[{i}]"
+        if part.env not in m.dependencies:
+            yield _error(f"{where}.env", f"{part.env} is not in [dependencies]",
+                         f'add "{part.env}" = ">=1.0" (a version specifier) to [dependencies]')
+        if (part.env, part.split) in seen:
+            yield _error(where, f"{part.env} split {part.split!r} is listed twice", "merge the two weights")
+        seen.add((part.env, part.split))
+
+
 def _harness(m: Manifest) -> Iterator[Problem]:
     h = m.harness
     if h.protocol == "tool-use" and not h.tools:
@@ -93,8 +121,27 @@ def _harness(m: Manifest) -> Iterator[Problem]:
         yield _error("harness.keep-turns", "keep-turns is only used with context = 'recent-turns'", "remove keep-turns, or set context = 'recent-turns'")
 
 
+def _composite(m: Manifest) -> Iterator[Problem]:
+    """A mixture runs each task with its own environment's harness, verifier and state."""
+    mixture = m.tasks.format == "mixture"
+    if m.verifier is None and not mixture:
+        yield Problem(severity="error", code="missing", message="missing required table [verifier]",
+                      field="verifier", hint="add a [verifier] table")
+    if not mixture:
+        return
+    for section in ("harness", "verifier", "state"):
+        if section in m.model_fields_set:
+            yield _error(section, f"a mixture takes [{section}] from each task's own environment",
+                         f"remove [{section}]")
+    if not m.dependencies:
+        yield _error("dependencies", "format = 'mixture' mixes the splits of dependencies, and there are none",
+                     'add [dependencies], e.g. "acme/other" = ">=1.0"')
+
+
 def _verifier(m: Manifest) -> Iterator[Problem]:
     v = m.verifier
+    if v is None:
+        return
     if isinstance(v, Rubric):
         names: set[str] = set()
         for i, c in enumerate(v.criteria):

@@ -104,7 +104,7 @@ def code_entry_points(manifest: Any) -> list[str]:
     if manifest.harness.responder:
         points.append(manifest.harness.responder)
     verifier = manifest.verifier
-    for v in getattr(verifier, "criteria", None) or [verifier]:
+    for v in getattr(verifier, "criteria", None) or ([verifier] if verifier else []):
         if v.kind == "python":
             points.append(v.entry_point)
     if manifest.state.kind == "python" and manifest.state.entry_point:
