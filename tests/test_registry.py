@@ -191,8 +191,8 @@ def test_index_entry_layout(tmp_path: Path) -> None:
     bundle = built_env(tmp_path, "1.2.0")
     registry.publish(bundle)
     data = json.loads((tmp_path / "r/index/acme/arith/1.2.json").read_text())
-    assert sorted(data) == ["description", "digest", "heldout-digest", "locator", "name", "published-at",
-                            "score-version", "size", "tags", "version"]
+    assert sorted(data) == ["dependencies", "description", "digest", "heldout-digest", "locator", "name",
+                            "published-at", "python-dependencies", "score-version", "size", "tags", "version"]
     assert json.loads((tmp_path / "r/envhub-registry.json").read_text()) == {"layout": 1}
     assert list((tmp_path / "r/tmp").iterdir()) == []  # the upload's temporary file is gone
 

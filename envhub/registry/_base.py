@@ -51,6 +51,11 @@ class VersionEntry:
     yank_reason: str | None = None
     #: An immutable locator of the published bytes (a blob path; a Hub commit id).
     locator: str | None = None
+    #: ``[dependencies]``: other environments and PEP 440 specifiers, sorted by name, so
+    #: a resolver needs only the index, not the archives.
+    dependencies: tuple[tuple[str, str], ...] = ()
+    #: ``[environment] python-dependencies``: PEP 508 requirements.
+    python_dependencies: tuple[str, ...] = ()
     #: The registry URL the entry came from (not stored in the index).
     registry: str = field(default="", compare=False)
 
@@ -65,6 +70,8 @@ class VersionEntry:
     def to_json(self) -> dict[str, Any]:
         data = {k.replace("_", "-"): v for k, v in asdict(self).items()}
         data["tags"] = list(self.tags)
+        data["dependencies"] = dict(self.dependencies)
+        data["python-dependencies"] = list(self.python_dependencies)
         return data
 
     @classmethod
@@ -72,6 +79,8 @@ class VersionEntry:
         known = {f.replace("_", "-"): f for f in cls.__dataclass_fields__}
         kwargs = {known[k]: v for k, v in data.items() if k in known}
         kwargs["tags"] = tuple(kwargs.get("tags", ()))
+        kwargs["dependencies"] = tuple(sorted(dict(kwargs.get("dependencies") or {}).items()))
+        kwargs["python_dependencies"] = tuple(kwargs.get("python_dependencies") or ())
         kwargs["registry"] = registry
         return cls(**kwargs)
 
@@ -89,6 +98,8 @@ class VersionEntry:
             tags=tuple(env.tags),
             heldout_digest=bundle.heldout.digest if bundle.heldout else None,
             locator=locator,
+            dependencies=tuple(sorted(bundle.manifest.dependencies.items())),
+            python_dependencies=tuple(env.python_dependencies),
         )
 
 
