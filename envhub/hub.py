@@ -13,7 +13,7 @@ from envhub.ids import EnvRef, parse_ref
 from envhub.registry._base import PublishResult, Registry, VersionEntry, select_version
 from envhub.settings import Settings
 
-__all__ = ["PullResult", "PushResult", "materialize", "pull", "push"]
+__all__ = ["PullResult", "PushResult", "fetch", "materialize", "pull", "push"]
 
 
 @dataclass(frozen=True)
@@ -91,18 +91,32 @@ def pull(ref_text: str, registry_url: str, settings: Settings, *, with_heldout: 
     ``locator`` (from a lockfile) is the immutable place of the version's bytes (a Hub
     commit id): the fetch uses it instead of what the registry's index says today; the
     digest is checked all the same."""
-    from envhub.registry import open_heldout_store, open_registry
-
     ref = parse_ref(ref_text)
     cache = Cache(settings.cache)
     entry, warning, registry = resolve(ref, registry_url, cache, offline=offline, settings=settings)
     if locator is not None:
         entry = replace(entry, locator=locator)
+    result = fetch(entry, registry_url, settings, registry=registry, with_heldout=with_heldout,
+                   heldout_url=heldout_url, offline=offline, cache=cache)
+    return replace(result, warning=warning)
+
+
+def fetch(entry: VersionEntry, registry_url: str, settings: Settings, *, registry: Registry | None = None,
+          with_heldout: bool = False, heldout_url: str | None = None, offline: bool = False,
+          cache: Cache | None = None) -> PullResult:
+    """Make sure ``entry`` (already resolved: from an index, or a lockfile) is in the
+    cache, verified against its digest; fetch it from ``registry_url`` if it is not."""
+    from envhub.registry import open_heldout_store, open_registry
+
+    cache = cache or Cache(settings.cache)
     cached_path = cache.cached(entry)
     cached = cached_path is not None
     if not cached:
         from envhub.registry._base import is_backend_error, unreachable
 
+        if offline:
+            raise EnvNotFoundError(f"{entry.ref} is not in the cache (offline)",
+                                   hint=f"fetch it once online: envhub pull {entry.ref}")
         registry = registry or open_registry(registry_url, settings)
         try:
             path, cached = cache.install(entry, entry.digest, kind="bundles", max_bytes=settings.max_bundle_bytes,
@@ -129,7 +143,7 @@ def pull(ref_text: str, registry_url: str, settings: Settings, *, with_heldout: 
             heldout_path, _ = cache.install(entry, entry.heldout_digest, kind="heldout",
                                             max_bytes=settings.max_bundle_bytes,
                                             local=None, opener=lambda: store.open(entry))
-    return PullResult(entry, path, cached, heldout_path, warning)
+    return PullResult(entry, path, cached, heldout_path)
 
 
 def materialize(result: PullResult, dest: Path) -> Path:
