@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 STAMP = VENV / ".envhub-dev-stamp"
-# The distributions this repository ships, installed together (later: registry/, plugins/*).
-INSTALL = [".[dev]"]
+# The distributions this repository ships, installed together (later: plugins/*).
+INSTALL = [".[dev]", "./registry"]
 
 
 def _fingerprint() -> str:

@@ -41,6 +41,11 @@ class Settings:
     openai_base_url: str | None = None
     #: ``OPENAI_API_KEY``: the key of ``openai:MODEL`` policies when none is given.
     openai_api_key: str | None = field(default=None, repr=False)
+    #: ``ENVHUB_SERVE_TOKEN``: the bearer token the client of ``http://`` environments sends
+    #: to an ``envhub serve`` server (held-out splits need one).
+    serve_token: str | None = field(default=None, repr=False)
+    #: ``ENVHUB_SERVE_TOKENS``: comma-separated bearer tokens an ``envhub serve`` server accepts.
+    serve_tokens: tuple[str, ...] = field(default=(), repr=False)
     #: The environment the settings were read from, for :meth:`secret` (names chosen by manifests).
     environ: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
 
@@ -99,5 +104,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         hf_endpoint=(env.get("HF_ENDPOINT") or "https://huggingface.co").rstrip("/"),
         openai_base_url=env.get("OPENAI_BASE_URL") or None,
         openai_api_key=env.get("OPENAI_API_KEY") or None,
+        serve_token=(env.get("ENVHUB_SERVE_TOKEN") or "").strip() or None,
+        serve_tokens=tuple(t.strip() for t in (env.get("ENVHUB_SERVE_TOKENS") or "").split(",") if t.strip()),
         environ=dict(env),
     )

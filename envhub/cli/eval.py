@@ -74,6 +74,9 @@ def eval_(ctx: click.Context, target: str, split: str, policy_spec: str, limit: 
                              sampling=sampling.model_dump(exclude_none=True, exclude_defaults=True) if sampling else None,
                              settings=settings)
         env.use_policy_model(policy.model, force_self_judge=force_self_judge)
+        if policy.name == "reference" and len(tasks):
+            # Refused before the run, not once per rollout: a served held-out split has no references here.
+            env.reference_actions(tasks[0])
         provenance = {**env.provenance(), "policy": policy.name, "split": split}
         out = output or _default_output(env.name, env.version, split, policy.name)
         plan = RolloutPlan(env, policy, timeout_s=timeout_s or env.manifest.config.timeout_s,

@@ -17,7 +17,8 @@ __all__ = ["load"]
 
 
 def load(ref_or_path: str | os.PathLike[str], *, trust_code: bool = False, registry: str | None = None,
-         with_heldout: bool = False, offline: bool | None = None, settings: Settings | None = None) -> Environment:
+         with_heldout: bool = False, offline: bool | None = None, settings: Settings | None = None,
+         locked: bool = True) -> Environment:
     """Load an environment from a bundle directory (or its ``envhub.toml``), or from an id
     (``acme/sql-shop``, ``acme/sql-shop@1.2.0``, ``acme/sql-shop>=1.2,<2``) pulled from the
     registry into the cache (or found there).
@@ -27,12 +28,28 @@ def load(ref_or_path: str | os.PathLike[str], *, trust_code: bool = False, regis
     ``trusted-namespaces`` of ``$ENVHUB_HOME/config.toml``. Otherwise an environment that
     needs code raises :class:`envhub.errors.TrustError` saying how to trust it.
 
+    Inside a project (a ``pyproject.toml`` with an ``envhub.lock`` beside it), an id the
+    lock has loads the locked version, fetched by the lock's locator and verified against
+    its digest; an id asking for another version is an error. ``locked=False``, or an
+    explicit ``registry``, ignores the lock.
+
+    A composite environment (``format = "mixture"``) loads its dependencies too: the
+    locked versions inside a project, else the newest that fit its ``[dependencies]``.
+
     ``with_heldout`` also fetches held-out splits (the held-out store must grant access).
     Raises :class:`envhub.errors.EnvNotFoundError` for an unknown id or version,
     :class:`envhub.errors.ManifestError` for an invalid manifest, and
     :class:`envhub.errors.BundleError` if the bundle's code cannot be imported.
+
+    An ``http://`` or ``https://`` URL (``http://HOST:PORT/NAMESPACE/NAME``) gives a
+    :class:`envhub.runtime._remote.RemoteEnvironment` whose episodes run on that
+    ``envhub serve`` server (the trust and registry arguments do not apply).
     """
     settings = settings or load_settings()
+    if isinstance(ref_or_path, str) and ref_or_path.startswith(("http://", "https://")):
+        from envhub.runtime._remote import load_remote
+
+        return load_remote(ref_or_path, settings=settings)  # type: ignore[return-value]  # duck-compatible
     text = os.fspath(ref_or_path)
     path = Path(text).expanduser()
     if isinstance(ref_or_path, os.PathLike) or path.exists() or text.startswith((".", "/", "~")):
@@ -45,18 +62,48 @@ def load(ref_or_path: str | os.PathLike[str], *, trust_code: bool = False, regis
     from envhub.hub import pull
     from envhub.registry import load_registry_config
 
+    offline = settings.offline if offline is None else offline
     try:
         config = load_registry_config(settings)
-        url = config.url(registry)
-        result = pull(text, url, settings, with_heldout=with_heldout, heldout_url=config.heldout_url(),
-                      offline=settings.offline if offline is None else offline)
+        locked = _locked(text, registry, locked)
+        if locked is not None:
+            result, url = _fetch_locked(*locked, settings, with_heldout=with_heldout, offline=offline)
+        else:
+            url = config.url(registry)
+            result = pull(text, url, settings, with_heldout=with_heldout, heldout_url=config.heldout_url(),
+                          offline=offline)
     except InvalidIdError as e:
         raise UsageError(f"{text!r} is neither a bundle directory nor an environment id ({e.message})",
                          hint="pass a directory with an envhub.toml, or an id such as acme/sql-shop@1.0.0") from e
     manifest = load_manifest(result.path)
     return _environment(manifest, result.path, settings, trust_code=trust_code, heldout_root=result.heldout_path,
                         digest=result.entry.digest, source=f"{result.entry.ref} from {url}",
-                        locator=result.entry.locator)
+                        locator=result.entry.locator, with_heldout=with_heldout, offline=offline)
+
+
+def _locked(text: str, registry: str | None, locked: bool) -> tuple[Any, Path] | None:
+    """The project lock's entry for ``text``, unless told not to use the lock (``locked``
+    false, or an explicit ``registry``)."""
+    if not locked or registry is not None:
+        return None
+    from envhub.project._project import locked_for
+
+    return locked_for(text)
+
+
+def _fetch_locked(env: Any, lock_path: Path, settings: Settings, *, with_heldout: bool, offline: bool) -> tuple[Any, str]:
+    """Fetch exactly what the lock records: its version from its registry, by its
+    locator, verified against its digest; the registry's index is not asked."""
+    from envhub.errors import EnvNotFoundError
+    from envhub.hub import fetch
+    from envhub.project._project import locked_entry
+
+    entry = locked_entry(env, settings)
+    if with_heldout and entry.heldout_digest is None:
+        raise EnvNotFoundError(f"{entry.ref} (locked in {lock_path}) has no held-out splits")
+    result = fetch(entry, entry.registry, settings, with_heldout=with_heldout, heldout_url=settings.heldout_store,
+                   offline=offline)
+    return result, f"{entry.registry} (locked in {lock_path})"
 
 
 def _environment(manifest: Manifest, root: Path, settings: Settings, *, trust_code: bool,

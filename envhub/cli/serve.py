@@ -1,0 +1,75 @@
+"""``envhub serve``: serve environments over HTTP (the ``envhub-registry`` distribution)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from envhub.cli._common import offline_option, registry_option
+from envhub.cli.eval import trust_option
+from envhub.errors import UsageError
+
+
+@click.command("serve")
+@click.argument("targets", nargs=-1, metavar="REF|PATH...")
+@click.option("--host", envvar="ENVHUB_SERVE_HOST", show_envvar=True,
+              help="Address to listen on (default 127.0.0.1: this machine only).")
+@click.option("--port", type=click.IntRange(0, 65535), envvar="ENVHUB_SERVE_PORT", show_envvar=True,
+              help="Port to listen on (default 8000; 0 picks a free one).")
+@click.option("--config", "config_file", type=click.Path(path_type=Path, dir_okay=False),
+              envvar="ENVHUB_SERVE_CONFIG", show_envvar=True, help="TOML configuration file (docs/serve.md).")
+@click.option("--max-episodes", type=click.IntRange(min=1), help="Episodes open at once (default 1024); past it, 429.")
+@click.option("--idle-timeout", "idle_timeout_s", type=click.FloatRange(min=0, min_open=True),
+              help="Close an episode after this many seconds without a request (default 600).")
+@click.option("--episode-timeout", "episode_timeout_s", type=click.FloatRange(min=0, min_open=True),
+              help="Wall-clock limit of one episode in seconds (default 3600).")
+@click.option("--max-body-bytes", type=click.IntRange(min=256), help="Largest request body (default 1048576); past it, 413.")
+@click.option("--require-token/--no-require-token", default=None,
+              help="Require a bearer token for every call, not only for held-out splits.")
+@click.option("--access-log", is_flag=True, help="Log every request on stderr.")
+@trust_option
+@registry_option
+@offline_option
+@click.pass_context
+def serve(ctx: click.Context, targets: tuple[str, ...], host: str | None, port: int | None, config_file: Path | None,
+          max_episodes: int | None, idle_timeout_s: float | None, episode_timeout_s: float | None,
+          max_body_bytes: int | None, require_token: bool | None, access_log: bool, trust: bool,
+          registry: str | None, offline: bool) -> None:
+    """Serve environments over HTTP: clients list tasks, run episodes and get rewards, and
+    held-out splits are scored on the server, their answers never sent.
+
+    REF|PATH are bundle directories or environment ids (pulled, with their held-out splits
+    where the held-out store grants them). Clients load them as
+    envhub.load("http://HOST:PORT/NAMESPACE/NAME"), and envhub eval takes that URL too.
+    Held-out splits need a bearer token: set ENVHUB_SERVE_TOKENS (comma-separated) or
+    [access] tokens in the --config file. The protocol is spec/serve.md.
+
+    The base URL is printed on stdout once the server accepts connections; Ctrl+C stops it.
+    """
+    try:
+        import envhub_registry  # noqa: F401
+    except ImportError:
+        raise UsageError("envhub serve needs the envhub-registry distribution, which is not installed",
+                         hint="pip install envhub-registry (in a checkout of envhub: python3 dev.py setup)") from None
+    from envhub_registry._config import load_config
+    from envhub_registry._serve import configure_logging, load_environments
+    from envhub_registry._serve import serve as run_server
+
+    from envhub.settings import load_settings
+
+    configure_logging((ctx.find_root().obj or {}).get("verbosity", 0))
+    settings = load_settings()
+    config = load_config(config_file, settings).with_overrides(
+        host=host, port=port, trust=trust or None, require_token=require_token, max_episodes=max_episodes,
+        idle_timeout_s=idle_timeout_s, episode_timeout_s=episode_timeout_s, max_body_bytes=max_body_bytes)
+    refs = [*config.environments, *targets]
+    envs = load_environments(refs, trust=config.trust, registry=registry, offline=offline or settings.offline,
+                             settings=settings)
+
+    def ready(base_url: str) -> None:
+        for env in envs:
+            click.echo(f"{base_url}/{env.name}")
+        click.echo(f"envhub serve: serving {len(envs)} environment(s) on {base_url} (Ctrl+C to stop)", err=True)
+
+    run_server(envs, config, access_log=access_log, on_ready=ready)

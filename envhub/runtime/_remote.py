@@ -1,0 +1,651 @@
+"""Environments served over HTTP by ``envhub serve``: ``envhub.load("http://host:port/ns/name")``.
+
+A :class:`RemoteEnvironment` offers what an :class:`~envhub.runtime.Environment` offers to
+``envhub eval`` and to code written against the runtime API (``tasks``, ``task``,
+``episode``, ``score``, ``provenance``, ``close``), but its episodes run on the server: each
+``reset`` creates an episode there, each ``step`` sends the model's turn and gets back the
+observation, the reward and ``done``. The server keeps held-out answers: a held-out task
+here holds only what the model sees, and its score comes back without a breakdown.
+
+The protocol is spec/serve.md. Requests that cannot have changed anything on the server are
+retried (connection failures, 429, 503); a step whose request reached the server is not, so
+a turn is never taken twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, overload
+from urllib.parse import quote, unquote, urlsplit
+
+import httpx2
+import orjson
+
+from envhub._version import __version__
+from envhub.errors import EnvhubError, EnvNotFoundError, InvalidIdError, UsageError
+from envhub.manifest import parse_manifest
+from envhub.manifest._models import Manifest
+from envhub.runtime._environment import Environment, SplitInfo
+from envhub.runtime._types import Action, Message, Observation, Score, StepResult, Task, Trajectory, as_assistant_message
+from envhub.settings import Settings
+
+__all__ = ["RemoteEnvironment", "RemoteEpisode", "RemoteError", "load_remote"]
+
+#: Tasks per page (the server's maximum).
+PAGE = 1000
+#: Retry statuses: the server did nothing (too many open episodes; unavailable).
+_RETRY_STATUSES = frozenset({429, 503})
+_MAX_RETRY_AFTER_S = 30.0
+#: Connections per httpx2 pool: httpcore scans every connection of a pool for each queued
+#: request, so several small pools serve high concurrency better than one large one (the same
+#: measurement as ChatClient's).
+_CONNECTIONS_PER_POOL = 16
+#: Shorter than the server's keep-alive (75 s), so a pooled connection is dropped by the
+#: client before the server closes it under a request.
+_KEEPALIVE_S = 30.0
+
+
+class RemoteError(EnvhubError):
+    """An ``envhub serve`` server refused a request or failed, or cannot be reached.
+    ``status`` and ``code`` are those of its answer (None when there was none)."""
+
+    def __init__(self, message: str, *, hint: str | None = None, status: int | None = None,
+                 code: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.status = status
+        self.code = code
+
+
+def load_remote(url: str, *, settings: Settings, token: str | None = None, max_connections: int = 256,
+                max_retries: int = 4, timeout_s: float = 600.0, busy_wait_s: float = 120.0) -> RemoteEnvironment:
+    """The environment ``NAMESPACE/NAME`` that the ``envhub serve`` at ``url``
+    (``http[s]://HOST:PORT[/PREFIX]/NAMESPACE/NAME[@VERSION]``) serves.
+
+    ``token`` (default: ``ENVHUB_SERVE_TOKEN``) is sent as a bearer token; held-out splits
+    need one. A failed connection is retried ``max_retries`` times; a server at its limit
+    of open episodes (429) is waited for up to ``busy_wait_s`` seconds.
+
+    Raises :class:`UsageError` for a URL that names no environment, :class:`EnvNotFoundError`
+    when the server does not serve it (or not at the version asked for), and
+    :class:`RemoteError` when the server cannot be reached or refuses.
+    """
+    base, ref = _parse_url(url)
+    http = _Http(base, token if token is not None else settings.serve_token, max_connections=max_connections,
+                 max_retries=max_retries, timeout_s=timeout_s, busy_wait_s=busy_wait_s)
+    path = f"/v1/environments/{ref.name}"
+    try:
+        detail = http.request("GET", path)
+    except BaseException:
+        http.close()
+        raise
+    version = str(detail.get("version"))
+    if (ref.version is not None or ref.specifier is not None) and not ref.accepts(version):
+        http.close()
+        wanted = f"@{ref.version}" if ref.version is not None else str(ref.specifier)
+        raise EnvNotFoundError(f"{base} serves {ref.name} {version}, not {ref.name}{wanted}",
+                               hint=f"load {base}/{ref.name} (any version), or a server that serves the version you need")
+    return RemoteEnvironment(f"{base}/{ref.name}", path, detail, http)
+
+
+def _parse_url(url: str) -> tuple[str, Any]:
+    from envhub.ids import parse_ref
+
+    hint = "use http://HOST:PORT/NAMESPACE/NAME, as printed by 'envhub serve'"
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise UsageError(f"{url!r} is not an http:// or https:// URL of a server", hint=hint)
+    segments = [s for s in parts.path.split("/") if s]
+    if len(segments) < 2:
+        raise UsageError(f"{url!r} names no environment", hint=hint)
+    try:
+        ref = parse_ref(unquote("/".join(segments[-2:])))
+    except InvalidIdError as e:
+        raise UsageError(f"{url!r} does not end in an environment id ({e.message})", hint=hint) from e
+    prefix = "".join(f"/{s}" for s in segments[:-2])
+    return f"{parts.scheme}://{parts.netloc}{prefix}", ref
+
+
+class RemoteEnvironment:
+    """An environment run by a server. Made by :func:`envhub.load` for an ``http(s)://`` URL."""
+
+    def __init__(self, url: str, path: str, detail: Mapping[str, Any], http: _Http) -> None:
+        self.url = url
+        self._path = path
+        self._http = http
+        self.name: str = detail["name"]
+        self.version: str = detail["version"]
+        self.score_version: int = detail["score_version"]
+        self.digest: str = detail["digest"]
+        self.max_turns: int = detail["max_turns"]
+        self.tool_specs: list[dict[str, Any]] = list(detail.get("tools") or [])
+        self.server_provenance: dict[str, Any] = dict(detail.get("provenance") or {})
+        self.source = url
+        self.manifest: Manifest = _manifest(detail.get("manifest"), url)
+        self._splits = {s["name"]: SplitInfo(s["name"], bool(s["held_out"]), bool(s["available"]), s.get("rows"),
+                                             bool(s.get("generated"))) for s in detail.get("splits", [])}
+        self.policy_model: str | None = None
+        self._force_self_judge = False
+        self._background: set[asyncio.Task[Any]] = set()
+
+    # -- tasks --------------------------------------------------------------------------
+
+    @property
+    def splits(self) -> dict[str, SplitInfo]:
+        """Every split the server knows, held-out ones marked (``available``: the server has them)."""
+        return dict(self._splits)
+
+    def tasks(self, split: str, *, seed: int | None = None, limit: int | None = None) -> Sequence[Task]:
+        """The split's tasks as the server orders them (file order, or shuffled by ``seed``),
+        at most ``limit``; fetched a page at a time as they are used. A held-out task holds
+        only what the model sees (id, prompt, difficulty)."""
+        self._split(split)
+        if limit is not None and limit < 0:
+            raise UsageError(f"limit must be >= 0, got {limit}")
+        return _RemoteTasks(self, split, seed, limit)
+
+    def task(self, split: str, task_id: str) -> Task:
+        """One task by id; :class:`EnvNotFoundError` if there is none."""
+        self._split(split)
+        data = self._http.request("GET", f"{self._path}/splits/{quote(split, safe='')}/tasks/{quote(task_id, safe='')}")
+        return self._task(data["task"])
+
+    def _split(self, split: str) -> SplitInfo:
+        info = self._splits.get(split)
+        if info is None:
+            known = ", ".join(self._splits)
+            raise EnvNotFoundError(f"{self.name} has no split {split!r} (splits: {known})", hint=f"pass one of: {known}")
+        return info
+
+    def _page(self, split: str, seed: int | None, limit: int | None, offset: int) -> dict[str, Any]:
+        params: dict[str, Any] = {"offset": offset, "size": PAGE}
+        if seed is not None:
+            params["seed"] = seed
+        if limit is not None:
+            params["limit"] = limit
+        return self._http.request("GET", f"{self._path}/splits/{quote(split, safe='')}/tasks", params=params)
+
+    def _task(self, view: Mapping[str, Any]) -> Task:
+        prompt = view.get("prompt")
+        data = view.get("data")
+        if data is None:  # a held-out task: what the model sees, under the manifest's field names
+            spec = self.manifest.tasks
+            data = {spec.id_field: view["id"], spec.prompt_field: prompt}
+            if spec.difficulty_field and view.get("difficulty") is not None:
+                data[spec.difficulty_field] = view["difficulty"]
+        return Task(str(view["id"]), view["split"], data, int(view.get("index") or 0),
+                    prompt if isinstance(prompt, str) else "", view.get("difficulty"), view.get("seed"))
+
+    # -- episodes and scores ------------------------------------------------------------
+
+    def episode(self, task: Task, *, seed: int | None = None) -> RemoteEpisode:
+        """A new episode of ``task``, run on the server; ``reset()`` starts it there."""
+        return RemoteEpisode(self, task, seed=seed)
+
+    def score(self, task: Task, completion_or_trajectory: str | Sequence[Message] | Trajectory, *,
+              state: Any = None) -> Score:
+        """The server's score of a completion or trajectory (the answer stays on the server;
+        on a held-out split the score has no breakdown)."""
+        return _score(self._http.request("POST", f"{self._path}/score", self._score_body(task, completion_or_trajectory)))
+
+    async def ascore(self, task: Task, completion_or_trajectory: str | Sequence[Message] | Trajectory, *,
+                     state: Any = None) -> Score:
+        body = self._score_body(task, completion_or_trajectory)
+        return _score(await self._http.arequest("POST", f"{self._path}/score", body))
+
+    def _score_body(self, task: Task, value: str | Sequence[Message] | Trajectory) -> dict[str, Any]:
+        body: dict[str, Any] = {"split": task.split, "task_id": task.id, **self._judge()}
+        if isinstance(value, str):
+            body["completion"] = value
+        else:
+            body["messages"] = Trajectory.of(value).messages
+        return body
+
+    def _judge(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.policy_model is not None:
+            out["policy_model"] = self.policy_model
+        if self._force_self_judge:
+            out["force_self_judge"] = True
+        return out
+
+    def use_policy_model(self, model: str | None, *, force_self_judge: bool = False) -> None:
+        """Tell the server's verifier which model the policy is (sent with each episode and
+        score), so an llm-judge there refuses to grade its own model unless forced."""
+        self.policy_model = model
+        self._force_self_judge = force_self_judge
+
+    def reference_actions(self, task: Task) -> list[Message]:
+        """The reference turns of a task of a public split, as :meth:`Environment.reference_actions`
+        computes them from its row. Raises :class:`UsageError` for a held-out split: the
+        server never sends its references or answers."""
+        info = self._splits.get(task.split)
+        if info is None or info.held_out:
+            raise UsageError(
+                f"the reference policy cannot play held-out split {task.split!r} of {self.name} served by "
+                f"{self.url}: the server never sends held-out references or answers",
+                hint="use --policy reference on a public split, or check the held-out references where they are "
+                     "('envhub validate --check' on the server's copy of the bundle)")
+        # The rule reads only the manifest's verifier and the task's row, both of which are here.
+        return Environment.reference_actions(self, task)  # type: ignore[arg-type]
+
+    # -- provenance ---------------------------------------------------------------------
+
+    def provenance(self) -> dict[str, Any]:
+        """What every rollout record carries: the server's name, version, digest and
+        score-version of the environment, and this URL as its source."""
+        out: dict[str, Any] = {"env": self.name, "version": self.version, "digest": self.digest,
+                               "score_version": self.score_version, "source": self.source,
+                               "envhub_version": __version__}
+        if self.server_provenance.get("locator"):
+            out["locator"] = self.server_provenance["locator"]
+        return out
+
+    def close(self) -> None:
+        """Close the connections. Episodes still open on the server are left to its idle timeout."""
+        self._http.close()
+
+    def __enter__(self) -> RemoteEnvironment:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<RemoteEnvironment {self.name}@{self.version} at {self.url}>"
+
+
+class _RemoteTasks(Sequence[Task]):
+    """The tasks of a split on the server, fetched a page at a time; the first page now, so
+    that a missing token or split is an error at once rather than at the first task."""
+
+    def __init__(self, env: RemoteEnvironment, split: str, seed: int | None, limit: int | None) -> None:
+        self._env = env
+        self._split = split
+        self._seed = seed
+        self._limit = limit
+        first = env._page(split, seed, limit, 0)
+        self._total = int(first["total"])
+        self._pages: dict[int, list[Task]] = {0: [env._task(v) for v in first["tasks"]]}
+
+    def __len__(self) -> int:
+        return self._total
+
+    def _page(self, number: int) -> list[Task]:
+        page = self._pages.get(number)
+        if page is None:
+            data = self._env._page(self._split, self._seed, self._limit, number * PAGE)
+            page = self._pages[number] = [self._env._task(v) for v in data["tasks"]]
+        return page
+
+    @overload
+    def __getitem__(self, index: int) -> Task: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Task]: ...
+    def __getitem__(self, index: int | slice) -> Task | list[Task]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._total))]
+        if index < 0:
+            index += self._total
+        if not 0 <= index < self._total:
+            raise IndexError(f"task index {index} out of range ({self._total} tasks)")
+        return self._page(index // PAGE)[index % PAGE]
+
+    def __iter__(self) -> Iterator[Task]:
+        for number in range(-(-self._total // PAGE)):
+            yield from self._page(number)
+
+
+class RemoteEpisode:
+    """An episode run on the server: the same calls as :class:`~envhub.runtime.Episode`
+    (``reset``/``step``, ``areset``/``astep``, ``with``/``async with``, ``close``)."""
+
+    def __init__(self, env: RemoteEnvironment, task: Task, *, seed: int | None = None) -> None:
+        self.env = env
+        self.task = task
+        self.seed = seed
+        self.id: str | None = None
+        self.messages: list[Message] = []
+        self.turns = 0
+        self.done = False
+        self.truncated = False
+        self.score: Score | None = None
+        self.tool_errors = 0
+        self._observation = Observation([], env.tool_specs)
+
+    # -- the sync API -------------------------------------------------------------------
+
+    def reset(self) -> Observation:
+        """Start (or restart) the episode: a new episode on the server; its first observation."""
+        self._drop_sync()
+        return self._started(self.env._http.request("POST", f"{self.env._path}/episodes", self._create_body()))
+
+    def step(self, action: Action) -> StepResult:
+        """Send the model's turn. Raises :class:`UsageError` before :meth:`reset` or after the
+        episode is done, :class:`TypeError` for an action that is not a string or an
+        assistant message, and :class:`RemoteError` when the server refuses or fails."""
+        path = self._step_path()
+        return self._stepped(self.env._http.request("POST", path, {"action": as_assistant_message(action)},
+                                                    idempotent=False))
+
+    # -- the async API ------------------------------------------------------------------
+
+    async def areset(self) -> Observation:
+        await self._adrop()
+        return self._started(await self.env._http.arequest("POST", f"{self.env._path}/episodes", self._create_body()))
+
+    async def astep(self, action: Action) -> StepResult:
+        path = self._step_path()
+        return self._stepped(await self.env._http.arequest("POST", path, {"action": as_assistant_message(action)},
+                                                           idempotent=False))
+
+    async def __aenter__(self) -> RemoteEpisode:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self._adrop()
+
+    # -- shared -------------------------------------------------------------------------
+
+    @property
+    def state(self) -> None:
+        """Always None: the state lives on the server."""
+        return None
+
+    @property
+    def trajectory(self) -> Trajectory:
+        return Trajectory(self.messages)
+
+    @property
+    def reward(self) -> float | None:
+        return self.score.reward if self.score is not None else None
+
+    def observation(self) -> Observation:
+        """What the model sees now (the last observation the server sent)."""
+        return self._observation
+
+    def close(self) -> None:
+        """Close the episode on the server, if it is open there; safe to call more than once.
+        Inside an event loop the request is sent in the background; a failure to send it is
+        ignored (the server's idle timeout frees the episode)."""
+        episode_id, self.id = self.id, None
+        if episode_id is None:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.env._http.close_episode(episode_id)
+            return
+        task = loop.create_task(self.env._http.aclose_episode(episode_id))
+        self.env._background.add(task)
+        task.add_done_callback(self.env._background.discard)
+
+    def __enter__(self) -> RemoteEpisode:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- internals ----------------------------------------------------------------------
+
+    def _create_body(self) -> dict[str, Any]:
+        task = self.task
+        info = self.env._splits.get(task.split)
+        # A generated task is found by index at once; by id, the server would generate the split to find it.
+        body: dict[str, Any] = ({"split": task.split, "index": task.index} if info is not None and info.generated
+                                else {"split": task.split, "task_id": task.id})
+        if self.seed is not None:
+            body["seed"] = self.seed
+        body.update(self.env._judge())
+        return body
+
+    def _started(self, data: Mapping[str, Any]) -> Observation:
+        self.id = data["episode_id"]
+        self._observation = _observation(data["observation"])
+        self.messages = [dict(m) for m in self._observation.messages]
+        self.turns = 0
+        self.done = False
+        self.truncated = False
+        self.score = None
+        self.tool_errors = 0
+        return self._observation
+
+    def _step_path(self) -> str:
+        if self.done:
+            raise UsageError("the episode is done; reset() it or start a new one")
+        if self.id is None:
+            raise UsageError("call reset() before step()")
+        return f"/v1/episodes/{self.id}/step"
+
+    def _stepped(self, data: Mapping[str, Any]) -> StepResult:
+        self._observation = _observation(data["observation"])
+        self.messages.extend(data.get("new_messages") or [])
+        self.turns = int(data["turns"])
+        self.truncated = bool(data.get("truncated"))
+        info = dict(data.get("info") or {})
+        self.tool_errors += len(info.get("tool_errors") or [])
+        reward = data.get("reward")
+        if data["done"]:
+            self.done = True
+            self.id = None  # the server closes an episode when it ends
+            self.score = Score(float(reward or 0.0), dict(info.get("breakdown") or {}), info.get("error"))
+        return StepResult(self._observation, reward, bool(data["done"]), info)
+
+    def _drop_sync(self) -> None:
+        if self.id is not None:
+            episode_id, self.id = self.id, None
+            self.env._http.close_episode(episode_id)
+
+    async def _adrop(self) -> None:
+        if self.id is not None:
+            episode_id, self.id = self.id, None
+            await self.env._http.aclose_episode(episode_id)
+
+
+def _observation(data: Mapping[str, Any]) -> Observation:
+    return Observation(list(data.get("messages") or []), list(data.get("tools") or []))
+
+
+def _score(data: Mapping[str, Any]) -> Score:
+    return Score(float(data["reward"]), dict(data.get("breakdown") or {}), data.get("error"))
+
+
+def _manifest(text: Any, url: str) -> Manifest:
+    manifest, problems = parse_manifest(text if isinstance(text, str) else "", file=f"{url} (envhub.toml)")
+    if manifest is None:
+        detail = "; ".join(p.render() for p in problems[:3])
+        raise RemoteError(f"{url}: the server sent a manifest this envhub cannot read: {detail}",
+                          hint="use the same envhub version on the client as on the server")
+    return manifest
+
+
+# --- HTTP ---------------------------------------------------------------------------------------
+
+
+class _Http:
+    """JSON requests to one server, sync (``request``) and async (``arequest``), with the
+    bearer token, retries of what is safe to retry, and errors as envhub errors."""
+
+    def __init__(self, base_url: str, token: str | None, *, max_connections: int, max_retries: int,
+                 timeout_s: float, busy_wait_s: float) -> None:
+        self.base_url = base_url
+        self.max_retries = max_retries
+        self.busy_wait_s = busy_wait_s
+        self._headers = {"Accept": "application/json", "Content-Type": "application/json",
+                         "User-Agent": f"envhub/{__version__}"}
+        if token:
+            self._headers["Authorization"] = f"Bearer {token}"
+        self._timeout = httpx2.Timeout(timeout_s, connect=min(10.0, timeout_s), pool=None)
+        self._max_connections = max(1, max_connections)
+        self._sync: httpx2.Client | None = None
+        self._pools: list[httpx2.AsyncClient] = []
+        self._in_flight: list[int] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def __repr__(self) -> str:  # never the token
+        return f"_Http({self.base_url!r})"
+
+    def _limits(self, size: int) -> httpx2.Limits:
+        return httpx2.Limits(max_connections=size, max_keepalive_connections=size, keepalive_expiry=_KEEPALIVE_S)
+
+    # -- requests -----------------------------------------------------------------------
+
+    def request(self, method: str, path: str, body: Any = None, *, params: Mapping[str, Any] | None = None,
+                idempotent: bool | None = None) -> dict[str, Any]:
+        if self._sync is None:
+            self._sync = httpx2.Client(timeout=self._timeout, limits=self._limits(self._max_connections))
+        content = orjson.dumps(body) if body is not None else None
+        url = self.base_url + path
+        attempt = 0
+        started = time.monotonic()
+        while True:
+            attempt += 1
+            try:
+                response = self._sync.request(method, url, content=content, params=params, headers=self._headers)
+            except httpx2.TransportError as e:
+                delay = self._retry(e, attempt, started, method, idempotent)
+                if delay is None:
+                    raise self._unreachable(method, url, e) from None
+                time.sleep(delay)
+                continue
+            if response.status_code < 400:
+                return _json(response, method, url)
+            delay = self._retry(response, attempt, started, method, idempotent)
+            if delay is None:
+                raise _error(response, method, url)
+            time.sleep(delay)
+
+    async def arequest(self, method: str, path: str, body: Any = None, *, params: Mapping[str, Any] | None = None,
+                       idempotent: bool | None = None) -> dict[str, Any]:
+        content = orjson.dumps(body) if body is not None else None
+        url = self.base_url + path
+        attempt = 0
+        started = time.monotonic()
+        while True:
+            attempt += 1
+            index, client = self._pool()
+            self._in_flight[index] += 1
+            try:
+                response = await client.request(method, url, content=content, params=params, headers=self._headers)
+            except httpx2.TransportError as e:
+                delay = self._retry(e, attempt, started, method, idempotent)
+                if delay is None:
+                    raise self._unreachable(method, url, e) from None
+                await asyncio.sleep(delay)
+                continue
+            finally:
+                self._in_flight[index] -= 1
+            if response.status_code < 400:
+                return _json(response, method, url)
+            delay = self._retry(response, attempt, started, method, idempotent)
+            if delay is None:
+                raise _error(response, method, url)
+            await asyncio.sleep(delay)
+
+    def close_episode(self, episode_id: str) -> None:
+        """Best effort: the server frees an episode nobody closes after its idle timeout."""
+        try:
+            self.request("DELETE", f"/v1/episodes/{episode_id}")
+        except EnvhubError:
+            pass
+
+    async def aclose_episode(self, episode_id: str) -> None:
+        try:
+            await self.arequest("DELETE", f"/v1/episodes/{episode_id}")
+        except EnvhubError:
+            pass
+
+    def _retry(self, failure: httpx2.Response | httpx2.TransportError, attempt: int, started: float, method: str,
+               idempotent: bool | None) -> float | None:
+        """Seconds before the next attempt, or None when there is none to make.
+
+        429 (the server has as many episodes open as it allows) is retried, as the server's
+        Retry-After says, for up to ``busy_wait_s``: a slot frees when another episode ends.
+        A failed connection and 503 are retried ``max_retries`` times with backoff; another
+        transport failure only for an idempotent request, since a step may have reached the
+        server."""
+        if isinstance(failure, httpx2.Response):
+            if failure.status_code not in _RETRY_STATUSES:
+                return None
+            delay = _retry_after(failure) or min(5.0, 0.1 * 2 ** (attempt - 1))
+            if failure.status_code == 429:
+                return delay if time.monotonic() + delay - started <= self.busy_wait_s else None
+        else:
+            if idempotent is None:
+                idempotent = method in ("GET", "DELETE")
+            if not (idempotent or isinstance(failure, (httpx2.ConnectError, httpx2.ConnectTimeout))):
+                return None
+            delay = min(5.0, 0.1 * 2 ** (attempt - 1))
+        if attempt > self.max_retries:
+            return None
+        return delay * (1 - 0.25 * random.random())  # jitter: clients refused together retry apart
+
+    def _unreachable(self, method: str, url: str, e: httpx2.TransportError) -> RemoteError:
+        kind = "timed out" if isinstance(e, httpx2.TimeoutException) else "failed"
+        return RemoteError(f"{method} {url} {kind}: {type(e).__name__}: {e or 'no detail'}",
+                           hint=f"check that 'envhub serve' is running at {self.base_url} and reachable from here")
+
+    def _pool(self) -> tuple[int, httpx2.AsyncClient]:
+        """The least busy connection pool of the running loop, opened on first use. Pools
+        opened by another loop (an earlier ``asyncio.run``) hold connections bound to it."""
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            self._loop = loop
+            count = -(-self._max_connections // _CONNECTIONS_PER_POOL)
+            size = -(-self._max_connections // count)
+            self._pools = [httpx2.AsyncClient(timeout=self._timeout, limits=self._limits(size)) for _ in range(count)]
+            self._in_flight = [0] * count
+        if len(self._pools) == 1:
+            return 0, self._pools[0]
+        index = min(range(len(self._pools)), key=self._in_flight.__getitem__)
+        return index, self._pools[index]
+
+    async def aclose(self) -> None:
+        pools, loop, self._pools, self._loop = self._pools, self._loop, [], None
+        if loop is asyncio.get_running_loop():
+            for pool in pools:
+                await pool.aclose()
+        self.close()
+
+    def close(self) -> None:
+        if self._sync is not None:
+            self._sync.close()
+            self._sync = None
+
+
+def _retry_after(response: httpx2.Response) -> float | None:
+    value = response.headers.get("retry-after")
+    try:
+        return min(_MAX_RETRY_AFTER_S, max(0.0, float(value))) * (1 + 0.25 * random.random()) if value else None
+    except ValueError:
+        return None
+
+
+def _json(response: httpx2.Response, method: str, url: str) -> dict[str, Any]:
+    try:
+        data = orjson.loads(response.content)
+    except orjson.JSONDecodeError:
+        data = None
+    if not isinstance(data, dict):
+        raise RemoteError(f"{method} {url} answered {response.status_code} but not with a JSON object: "
+                          f"{response.text[:200]!r}",
+                          hint="check that the URL points at an 'envhub serve' server", status=response.status_code)
+    return data
+
+
+def _error(response: httpx2.Response, method: str, url: str) -> EnvhubError:
+    """The envhub error for a refusal: 404 not found, 400 and 413 bad input, others RemoteError."""
+    status = response.status_code
+    try:
+        error = orjson.loads(response.content)["error"]
+        message, hint, code = str(error["message"]), error.get("hint"), error.get("code")
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        message, hint, code = f"{method} {url} answered {status}: {response.text[:200]!r}", None, None
+        return RemoteError(message, hint="check that the URL points at an 'envhub serve' server", status=status)
+    if status == 404 and code != "no-such-route":
+        return EnvNotFoundError(message, hint=hint)
+    if status in (400, 413):
+        return UsageError(message, hint=hint)
+    return RemoteError(message, hint=hint, status=status, code=code)

@@ -1,0 +1,423 @@
+"""The ASGI application: the routes of spec/serve.md on Starlette.
+
+Every handler answers JSON; every error is ``{"error": {status, code, message, hint}}``
+(:mod:`envhub_registry._errors`). Request bodies are parsed by pydantic models, so a bad
+body is answered 400 with every problem in it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Sequence
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.routing import Route
+
+from envhub._version import __version__ as envhub_version
+from envhub.errors import EnvhubError, UsageError
+from envhub.runtime import Environment
+from envhub.runtime._types import as_assistant_message
+
+from envhub_registry._auth import Auth
+from envhub_registry._config import ServeConfig
+from envhub_registry._errors import ApiError, JSONResponse, error_response, from_envhub_error
+from envhub_registry._served import Served, observation_view, score_view, step_view
+from envhub_registry._sessions import Session, Sessions
+
+__all__ = ["create_app"]
+
+log = logging.getLogger("envhub_registry")
+
+#: Most tasks in one page of GET .../tasks.
+MAX_PAGE = 1000
+
+
+# --- request bodies ----------------------------------------------------------------------------
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _JudgeContext(_Body):
+    #: The policy's model, so an llm-judge verifier refuses to grade its own model's answers.
+    policy_model: str | None = None
+    force_self_judge: bool = False
+
+
+class CreateEpisode(_JudgeContext):
+    split: str = Field(min_length=1)
+    task_id: str | None = None
+    index: int | None = Field(None, ge=0)
+    seed: int | None = None
+
+    @model_validator(mode="after")
+    def _one_task(self) -> CreateEpisode:
+        if (self.task_id is None) == (self.index is None):
+            raise ValueError("give exactly one of task_id and index")
+        return self
+
+
+class StepBody(_Body):
+    #: The model's turn: its text, or an assistant message (with tool_calls).
+    action: str | dict[str, Any]
+
+
+class ScoreBody(_JudgeContext):
+    split: str = Field(min_length=1)
+    task_id: str
+    completion: str | None = None
+    messages: list[dict[str, Any]] | None = None
+
+    @model_validator(mode="after")
+    def _one_answer(self) -> ScoreBody:
+        if (self.completion is None) == (self.messages is None):
+            raise ValueError("give exactly one of completion (the assistant's text) and messages (a trajectory)")
+        return self
+
+
+async def _parse(request: Request, model: type[_Body]) -> Any:
+    body = await request.body()
+    if not body.strip():
+        raise ApiError(400, "invalid-body", f"{request.method} {request.url.path} needs a JSON body",
+                       hint="see spec/serve.md for the request body")
+    try:
+        return model.model_validate_json(body)
+    except ValidationError as e:
+        errors = e.errors(include_url=False, include_input=False)
+        if any(err["type"] == "json_invalid" for err in errors):
+            raise ApiError(400, "invalid-json", f"the request body is not valid JSON: {errors[0]['msg']}",
+                           hint="send a JSON object with Content-Type: application/json") from None
+        problems = "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'body'}: "
+                             f"{str(err['msg']).removeprefix('Value error, ')}" for err in errors)
+        raise ApiError(400, "invalid-body", f"invalid request body: {problems}",
+                       hint="see spec/serve.md for the request body") from None
+
+
+def _query_int(request: Request, name: str, default: int | None, *, minimum: int = 0,
+               maximum: int | None = None) -> int | None:
+    text = request.query_params.get(name)
+    if text is None or text == "":
+        return default
+    try:
+        value = int(text)
+    except ValueError:
+        raise ApiError(400, "invalid-query", f"query parameter {name}={text!r} is not an integer") from None
+    if value < minimum or (maximum is not None and value > maximum):
+        bound = f"from {minimum} to {maximum}" if maximum is not None else f"at least {minimum}"
+        raise ApiError(400, "invalid-query", f"query parameter {name}={value} is out of range: it must be {bound}")
+    return value
+
+
+# --- the application ---------------------------------------------------------------------------
+
+
+class _Api:
+    def __init__(self, envs: Sequence[Environment], config: ServeConfig) -> None:
+        self.config = config
+        self.served: dict[str, Served] = {}
+        for env in envs:
+            if env.name in self.served:
+                raise UsageError(f"{env.name} is given twice; a server serves each environment once",
+                                 hint="serve one version of each environment, or run a server per version")
+            self.served[env.name] = Served(env)
+        self.sessions = Sessions(config.limits)
+        self.auth = Auth(config.access)
+        self.started = time.time()
+
+    def _served(self, request: Request) -> Served:
+        name = f"{request.path_params['namespace']}/{request.path_params['name']}"
+        served = self.served.get(name)
+        if served is None:
+            known = ", ".join(sorted(self.served)) or "none"
+            raise ApiError(404, "environment-not-found", f"this server does not serve {name} (it serves: {known})",
+                           hint="GET /v1/environments lists what it serves")
+        return served
+
+    # -- handlers ------------------------------------------------------------------------
+
+    async def health(self, request: Request) -> JSONResponse:
+        limits = self.config.limits
+        return JSONResponse({
+            "status": "ok", "envhub_version": envhub_version, "environments": sorted(self.served),
+            "episodes": {"open": len(self.sessions), "opened": self.sessions.opened,
+                         "expired": self.sessions.expired, "refused": self.sessions.refused},
+            "limits": {"max_episodes": limits.max_episodes, "idle_timeout_s": limits.idle_timeout_s,
+                       "episode_timeout_s": limits.episode_timeout_s, "max_body_bytes": limits.max_body_bytes},
+            "auth": {"require_token": self.auth.require_token, "heldout_enabled": self.auth.has_tokens},
+        })
+
+    async def environments(self, request: Request) -> JSONResponse:
+        self.auth.check(request, held_out=False, what="listing environments")
+        return JSONResponse({"environments": [s.summary() for _, s in sorted(self.served.items())]})
+
+    async def environment(self, request: Request) -> JSONResponse:
+        served = self._served(request)
+        self.auth.check(request, held_out=False, what=served.name)
+        return JSONResponse(served.detail())
+
+    async def tasks(self, request: Request) -> JSONResponse:
+        served = self._served(request)
+        split = request.path_params["split"]
+        held_out = served.held_out(split)
+        self.auth.check(request, held_out=held_out, what=f"split {split!r} of {served.name}")
+        seed = _query_int(request, "seed", None, minimum=-(2**63))
+        limit = _query_int(request, "limit", None)
+        offset = _query_int(request, "offset", 0)
+        size = _query_int(request, "size", MAX_PAGE, minimum=1, maximum=MAX_PAGE)
+        assert offset is not None and size is not None
+        tasks = served.tasks(split, seed=seed, limit=limit)
+        page = tasks[offset:offset + size]
+        return JSONResponse({"environment": served.name, "split": split, "held_out": held_out, "total": len(tasks),
+                             "offset": offset, "tasks": [served.task_view(t, held_out=held_out) for t in page],
+                             "tools": served.env.tool_specs})
+
+    async def task(self, request: Request) -> JSONResponse:
+        served = self._served(request)
+        split = request.path_params["split"]
+        held_out = served.held_out(split)
+        self.auth.check(request, held_out=held_out, what=f"split {split!r} of {served.name}")
+        task = served.env.task(split, request.path_params["task_id"])
+        return JSONResponse({"environment": served.name, "task": served.task_view(task, held_out=held_out),
+                             "tools": served.env.tool_specs})
+
+    async def create_episode(self, request: Request) -> JSONResponse:
+        served = self._served(request)
+        body: CreateEpisode = await _parse(request, CreateEpisode)
+        held_out = served.held_out(body.split)
+        self.auth.check(request, held_out=held_out, what=f"split {body.split!r} of {served.name}")
+        env = served.variant(body.policy_model, body.force_self_judge)
+        task = (env.task(body.split, body.task_id) if body.task_id is not None
+                else served.task_at(body.split, body.index or 0))
+        episode = env.episode(task, seed=body.seed)
+        session = self.sessions.open(served, episode, held_out=held_out)
+        try:
+            observation = await episode.areset()
+        except Exception as e:
+            self.sessions.close(session, "closed", "the environment failed to start it")
+            raise self._environment_error(served, e, held_out, "starting the episode") from None
+        limits = self.config.limits
+        return JSONResponse({
+            "episode_id": session.id, "environment": served.name, "split": task.split,
+            "task": served.task_view(task, held_out=held_out), "held_out": held_out,
+            "observation": observation_view(observation), "max_turns": env.max_turns,
+            "idle_timeout_s": limits.idle_timeout_s, "episode_timeout_s": limits.episode_timeout_s,
+        }, status_code=201)
+
+    def _session(self, request: Request) -> Session:
+        session = self.sessions.get(request.path_params["episode_id"])
+        self.auth.check(request, held_out=session.held_out,
+                        what=f"split {session.episode.task.split!r} of {session.served.name}")
+        return session
+
+    async def episode(self, request: Request) -> JSONResponse:
+        session = self._session(request)
+        episode = session.episode
+        now = time.monotonic()
+        return JSONResponse({
+            "episode_id": session.id, "environment": session.served.name, "split": episode.task.split,
+            "task_id": episode.task.id, "held_out": session.held_out, "turns": episode.turns, "done": episode.done,
+            "busy": session.busy, "observation": observation_view(episode.observation()),
+            "deadline_in_s": round(session.deadline - now, 3),
+        })
+
+    async def step(self, request: Request) -> JSONResponse:
+        session = self._session(request)
+        body: StepBody = await _parse(request, StepBody)
+        if session.busy:
+            raise ApiError(409, "episode-busy", f"episode {session.id!r} is already taking a step",
+                           hint="send one step at a time, and wait for each answer")
+        try:
+            action = as_assistant_message(body.action)
+        except TypeError as e:
+            raise ApiError(400, "invalid-action", str(e),
+                           hint='send the assistant\'s text, or {"role": "assistant", "content": ..., "tool_calls": [...]}') from None
+        episode = session.episode
+        before = len(episode.messages)
+        step = asyncio.ensure_future(episode.astep(action))
+        session.step_task = step
+        finished, _ = await asyncio.wait({step}, timeout=max(0.0, session.deadline - time.monotonic()))
+        if not finished:
+            self.sessions.close(session, "expired", f"its wall-clock limit of {self.config.limits.episode_timeout_s:g} s "
+                                                    "passed during a step (episode-timeout-s)")
+            raise self.sessions.gone(session.id)
+        session.step_task = None
+        session.last_seen = time.monotonic()
+        try:
+            result = step.result()
+        except Exception as e:
+            self.sessions.close(session, "closed", "the environment failed in a step")
+            raise self._environment_error(session.served, e, session.held_out, "this step") from None
+        view = step_view(result, episode.messages[before:], turns=episode.turns, truncated=episode.truncated,
+                         held_out=session.held_out)
+        if result.done:
+            self.sessions.close(session, "done", "it has ended")
+        return JSONResponse(view)
+
+    async def close_episode(self, request: Request) -> JSONResponse:
+        episode_id = request.path_params["episode_id"]
+        try:
+            session = self._session(request)
+        except ApiError as e:
+            if e.status in (409, 410):  # already closed: closing again is not an error
+                return JSONResponse({"episode_id": episode_id, "closed": True})
+            raise
+        self.sessions.close(session, "closed", "its client closed it")
+        return JSONResponse({"episode_id": episode_id, "closed": True})
+
+    async def score(self, request: Request) -> JSONResponse:
+        served = self._served(request)
+        body: ScoreBody = await _parse(request, ScoreBody)
+        held_out = served.held_out(body.split)
+        self.auth.check(request, held_out=held_out, what=f"split {body.split!r} of {served.name}")
+        env = served.variant(body.policy_model, body.force_self_judge)
+        task = env.task(body.split, body.task_id)
+        answer: Any = body.completion if body.completion is not None else body.messages
+        try:
+            async with asyncio.timeout(self.config.limits.episode_timeout_s):
+                score = await env.ascore(task, answer)
+        except TimeoutError:
+            raise ApiError(504, "score-timeout", f"scoring took longer than {self.config.limits.episode_timeout_s:g} s "
+                                                 "(episode-timeout-s)") from None
+        return JSONResponse({"environment": served.name, "split": body.split, "task_id": task.id,
+                             **score_view(score, held_out=held_out)})
+
+    # -- errors --------------------------------------------------------------------------
+
+    def _environment_error(self, served: Served, e: Exception, held_out: bool, where: str) -> ApiError:
+        if isinstance(e, EnvhubError) and not held_out:
+            return ApiError(500, "environment-error", f"{served.name}: {where} failed: {e.message}; the episode is closed",
+                            hint=e.hint)
+        log.error("%s: %s failed", served.name, where, exc_info=e)
+        detail = (f"{type(e).__name__} (details are withheld on held-out splits; see the server's log)" if held_out
+                  else f"{type(e).__name__}: {e}")
+        return ApiError(500, "environment-error", f"{served.name}: the environment's code failed in {where}: "
+                                                  f"{detail}; the episode is closed",
+                        hint="this is a bug in the environment; tell its author")
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
+        reaper = asyncio.create_task(self.sessions.reap_forever())
+        try:
+            yield
+        finally:
+            reaper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reaper
+            self.sessions.close_all("the server stopped")
+            for served in self.served.values():
+                served.close()
+
+
+async def _api_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, ApiError)
+    return exc.response()
+
+
+async def _envhub_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, EnvhubError)
+    return from_envhub_error(exc).response()
+
+
+_HTTP_CODES = {404: "no-such-route", 405: "method-not-allowed", 413: "body-too-large"}
+
+
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, HTTPException)
+    status = exc.status_code
+    if status == 413:
+        return _too_large(request.app.state.max_body_bytes)
+    if status == 404:
+        return error_response(404, "no-such-route", f"no route {request.method} {request.url.path}",
+                              hint="the API lives under /v1/ (see spec/serve.md)")
+    return error_response(status, _HTTP_CODES.get(status, "http-error"), f"{request.method} {request.url.path}: {exc.detail}",
+                          headers=dict(exc.headers or {}))
+
+
+async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
+    log.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+    # No exception text: it could quote a held-out answer.
+    return error_response(500, "internal-error", f"the server failed to answer {request.method} {request.url.path}",
+                          hint="see the server's log; this is a bug in envhub-registry or the environment")
+
+
+class _BodyLimit:
+    """Request bodies over ``max_body_bytes`` are answered 413 with the JSON error body.
+
+    Starlette's own ``max_body_size`` does this too, but answers in plain text whenever a
+    handler responds before reading the body (an unknown episode, a missing token), and
+    every error of this API is JSON. A declared Content-Length over the limit is answered at
+    once; a body sent without one is counted as it is read, and the 413 raised then goes
+    through the app's exception handlers."""
+
+    def __init__(self, app: Any, max_body_bytes: int) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = self.max_body_bytes
+        for name, value in scope["headers"]:
+            if name == b"content-length":
+                if value.isdigit() and int(value) > limit:
+                    response = _too_large(limit)
+                    response.headers["Connection"] = "close"  # the unread body must not be taken for a request
+                    await response(scope, receive, send)
+                    return
+                break
+        received = 0
+
+        async def counting_receive() -> Any:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > limit:
+                    raise HTTPException(413)
+            return message
+
+        await self.app(scope, counting_receive, send)
+
+
+def _too_large(limit: int) -> JSONResponse:
+    return error_response(413, "body-too-large", f"the request body is larger than this server's limit of "
+                                                 f"{limit} bytes (max-body-bytes)",
+                          hint="send a smaller body; the server's operator can raise --max-body-bytes")
+
+
+def create_app(envs: Sequence[Environment], config: ServeConfig | None = None) -> Starlette:
+    """The ASGI application serving ``envs`` under ``config`` (default: the defaults).
+
+    Raises :class:`UsageError` if two environments have the same name."""
+    config = config or ServeConfig()
+    api = _Api(envs, config)
+    env_path = "/v1/environments/{namespace}/{name}"
+    routes = [
+        Route("/v1/health", api.health, methods=["GET"]),
+        Route("/v1/environments", api.environments, methods=["GET"]),
+        Route(env_path, api.environment, methods=["GET"]),
+        Route(env_path + "/splits/{split}/tasks", api.tasks, methods=["GET"]),
+        Route(env_path + "/splits/{split}/tasks/{task_id:path}", api.task, methods=["GET"]),
+        Route(env_path + "/episodes", api.create_episode, methods=["POST"]),
+        Route(env_path + "/score", api.score, methods=["POST"]),
+        Route("/v1/episodes/{episode_id}", api.episode, methods=["GET"]),
+        Route("/v1/episodes/{episode_id}", api.close_episode, methods=["DELETE"]),
+        Route("/v1/episodes/{episode_id}/step", api.step, methods=["POST"]),
+    ]
+    app = Starlette(routes=routes, lifespan=api.lifespan,
+                    middleware=[Middleware(_BodyLimit, max_body_bytes=config.limits.max_body_bytes)],
+                    exception_handlers={ApiError: _api_error, EnvhubError: _envhub_error,
+                                        HTTPException: _http_error, Exception: _internal_error})
+    app.state.api = api
+    app.state.max_body_bytes = config.limits.max_body_bytes
+    return app

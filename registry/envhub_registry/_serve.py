@@ -1,0 +1,137 @@
+"""Load environments and run the server (``envhub serve``) on uvicorn."""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import socket
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from envhub.errors import EnvNotFoundError, RegistryError, UsageError
+from envhub.runtime import Environment
+from envhub.settings import Settings
+
+from envhub_registry._config import ServeConfig
+
+__all__ = ["bind", "load_environments", "serve"]
+
+log = logging.getLogger("envhub_registry")
+
+
+def load_environments(refs: Sequence[str], *, trust: bool, registry: str | None, offline: bool,
+                      settings: Settings) -> list[Environment]:
+    """Load each of ``refs`` (bundle directories or registry ids) with its held-out splits
+    where the held-out store grants them, ready to serve: task files read, digest known.
+
+    Raises what :func:`envhub.load` raises, and :class:`UsageError` for an ``http://`` ref
+    or no refs at all."""
+    from envhub.runtime import load
+
+    if not refs:
+        raise UsageError("nothing to serve", hint="pass bundle directories or environment ids, e.g. "
+                                                  "'envhub serve ./my-env acme/sql-shop@1.2.0', or list them under "
+                                                  "environments in the --config file")
+    envs = []
+    for ref in refs:
+        if ref.startswith(("http://", "https://")):
+            raise UsageError(f"{ref}: envhub serve serves bundles and registry ids, not another server's URL")
+        try:
+            env = load(ref, trust_code=trust, registry=registry, with_heldout=True, offline=offline, settings=settings)
+        except (EnvNotFoundError, RegistryError) as e:
+            # No held-out archive, or no access to the held-out store: serve the public splits.
+            env = load(ref, trust_code=trust, registry=registry, with_heldout=False, offline=offline,
+                       settings=settings)
+            if any(s.held_out for s in env.splits.values()):
+                log.warning("%s: the held-out splits are not served: %s", env.name, e.message)
+        _warm(env)
+        envs.append(env)
+    return envs
+
+
+def _warm(env: Environment) -> None:
+    """Read the task files and compute the digest now, so a broken bundle fails at start-up
+    and the first requests are not slow."""
+    env.digest
+    for name, info in env.splits.items():
+        if info.available and not info.generated:
+            env.tasks(name)
+        elif not info.available:
+            log.info("%s: split %r is held out and not in this copy; requests for it are answered 404",
+                     env.name, name)
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` (port 0: any free port). Bound here rather than by
+    uvicorn so that a busy port is a clear error, and the real port is known at once."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise UsageError(f"cannot listen on {host}:{port}: {e.strerror or e}",
+                         hint="choose another --port (0 picks a free one), or stop what is using it") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def serve(envs: Sequence[Environment], config: ServeConfig, *, access_log: bool = False,
+          on_ready: Callable[[str], None] | None = None) -> None:
+    """Serve ``envs`` until interrupted (SIGINT or SIGTERM: open episodes are closed and
+    their state freed). ``on_ready`` is called with the base URL once the server accepts
+    connections."""
+    import uvicorn
+
+    from envhub_registry._app import create_app
+
+    app = create_app(envs, config)
+    for env in envs:
+        held = [n for n, s in env.splits.items() if s.held_out and s.available]
+        if held and not config.access.tokens:
+            log.warning("%s: held-out split(s) %s are refused to every request: no token is configured "
+                        "(set ENVHUB_SERVE_TOKENS or [access] tokens in the --config file)", env.name, ", ".join(held))
+    if not _loopback(config.host) and not config.access.require_token:
+        log.warning("listening on %s without --require-token: anyone who reaches it can list and play the "
+                    "public splits", config.host)
+    sock = bind(config.host, config.port)
+    port = sock.getsockname()[1]
+    host = f"[{config.host}]" if ":" in config.host else config.host
+    base_url = f"http://{host}:{port}"
+
+    class _Server(uvicorn.Server):
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets=sockets)
+            if self.started and on_ready is not None:
+                on_ready(base_url)
+
+    uv_config = uvicorn.Config(app, log_config=None, access_log=access_log, lifespan="on",
+                               timeout_graceful_shutdown=10, timeout_keep_alive=75, proxy_headers=False,
+                               server_header=False)
+    try:
+        _Server(uv_config).run(sockets=[sock])
+    finally:
+        sock.close()
+
+
+def configure_logging(verbosity: int) -> None:
+    """Messages to stderr: warnings and start-up by default, each request with ``-v``."""
+    level = logging.DEBUG if verbosity >= 2 else logging.INFO if verbosity >= 0 else logging.WARNING
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("envhub serve: %(levelname)s: %(message)s"))
+    for name in ("envhub_registry", "uvicorn", "uvicorn.error", "uvicorn.access"):
+        logger = logging.getLogger(name)
+        logger.handlers[:] = [handler]
+        logger.setLevel(level)
+        logger.propagate = False

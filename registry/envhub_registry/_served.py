@@ -1,0 +1,169 @@
+"""One served environment, and what of it a client may see.
+
+The views here are the only place task rows become JSON. For a held-out split a task is
+``{id, split, index, prompt, difficulty}``: what the model is shown. The row itself (its
+answer, references, solution, verifier fields, anything else) and the verifier's
+breakdown and error text stay on the server.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+from envhub._version import __version__ as envhub_version
+from envhub.errors import EnvNotFoundError
+from envhub.manifest._load import MANIFEST_FILENAME
+from envhub.runtime import Environment, Score, StepResult, Task
+from envhub.runtime._types import Observation
+
+__all__ = ["Served", "WITHHELD"]
+
+#: The error shown instead of a verifier's own, on a held-out split (it may quote the answer).
+WITHHELD = "the verifier failed; details are withheld on held-out splits (see the server's log)"
+#: Orderings of a split kept for paging (seed and limit), per environment.
+_ORDERINGS = 8
+#: Environments kept per (policy model, force-self-judge) for llm-judge verifiers.
+_VARIANTS = 16
+
+
+class Served:
+    """An :class:`Environment` as the server offers it."""
+
+    def __init__(self, env: Environment) -> None:
+        self.env = env
+        self.name = env.name
+        path = env.root / MANIFEST_FILENAME
+        self.manifest_text = path.read_text(encoding="utf-8")
+        self._orderings: OrderedDict[tuple[str, int | None, int | None], Sequence[Task]] = OrderedDict()
+        self._variants: OrderedDict[tuple[str | None, bool], Environment] = OrderedDict()
+        self._judges = _has_llm_judge(env.manifest.verifier)
+
+    # -- splits and tasks -------------------------------------------------------------
+
+    def held_out(self, split: str) -> bool:
+        """Whether ``split`` is held out; :class:`EnvNotFoundError` if there is no such split."""
+        info = self.env.splits.get(split)
+        if info is None:
+            known = ", ".join(self.env.splits)
+            raise EnvNotFoundError(f"{self.name} has no split {split!r} (splits: {known})",
+                                   hint=f"use one of: {known}")
+        return info.held_out
+
+    def tasks(self, split: str, *, seed: int | None, limit: int | None) -> Sequence[Task]:
+        """The split's tasks as ``env.tasks`` orders them, kept for the next page."""
+        key = (split, seed, limit)
+        tasks = self._orderings.get(key)
+        if tasks is None:
+            tasks = self.env.tasks(split, seed=seed, limit=limit)
+            self._orderings[key] = tasks
+            while len(self._orderings) > _ORDERINGS:
+                self._orderings.popitem(last=False)
+        else:
+            self._orderings.move_to_end(key)
+        return tasks
+
+    def task_at(self, split: str, index: int) -> Task:
+        tasks = self.tasks(split, seed=None, limit=None)
+        if index >= len(tasks):
+            raise EnvNotFoundError(f"{self.name}: split {split!r} has {len(tasks)} tasks; there is no index {index}",
+                                   hint=f"use an index from 0 to {len(tasks) - 1}" if tasks else None)
+        return tasks[index]
+
+    def task_view(self, task: Task, *, held_out: bool) -> dict[str, Any]:
+        """A task as a client may see it (module docstring)."""
+        prompt = task.data.get(self.env.manifest.tasks.prompt_field, task.prompt)
+        if not isinstance(prompt, (str, list)):
+            prompt = task.prompt
+        view: dict[str, Any] = {"id": task.id, "split": task.split, "index": task.index, "prompt": prompt,
+                                "difficulty": task.difficulty}
+        if not held_out:
+            view["seed"] = task.seed
+            view["data"] = dict(task.data)
+        return view
+
+    # -- the environment as a whole -----------------------------------------------------
+
+    def summary(self) -> dict[str, Any]:
+        env = self.env
+        return {"name": env.name, "version": env.version, "digest": env.digest,
+                "protocol": env.manifest.harness.protocol,
+                "splits": [self.split_view(name) for name in env.splits]}
+
+    def split_view(self, name: str) -> dict[str, Any]:
+        info = self.env.splits[name]
+        rows = info.rows
+        if rows is None and info.available and not info.generated:
+            rows = len(self.tasks(name, seed=None, limit=None))  # read at start-up: a count, no I/O
+        return {"name": name, "held_out": info.held_out, "available": info.available, "rows": rows,
+                "generated": info.generated}
+
+    def detail(self) -> dict[str, Any]:
+        env = self.env
+        provenance = env.provenance()
+        return {
+            **self.summary(),
+            "score_version": env.score_version,
+            "description": env.manifest.environment.description,
+            "max_turns": env.max_turns,
+            "tools": env.tool_specs,
+            "provenance": {key: provenance.get(key) for key in ("env", "version", "digest", "score_version",
+                                                                  "source", "locator", "envhub_version")
+                           if provenance.get(key) is not None},
+            "server_envhub_version": envhub_version,
+            "manifest": self.manifest_text,
+        }
+
+    def variant(self, policy_model: str | None, force_self_judge: bool) -> Environment:
+        """The environment whose verifier knows the policy's model, so an llm-judge can refuse
+        to grade its own model. Only llm-judge verifiers care; others share the one environment.
+        Raises :class:`envhub.errors.UsageError` when the judge would grade itself."""
+        if not self._judges or (policy_model is None and not force_self_judge):
+            return self.env
+        key = (policy_model, force_self_judge)
+        env = self._variants.get(key)
+        if env is None:
+            # A shallow copy shares the tasks, tools, state factory and shared states; only the
+            # verifier (and the policy model it was built for) is its own.
+            env = copy.copy(self.env)
+            env.use_policy_model(policy_model, force_self_judge=force_self_judge)
+            self._variants[key] = env
+            while len(self._variants) > _VARIANTS:
+                self._variants.popitem(last=False)
+        return env
+
+    def close(self) -> None:
+        self.env.close()
+
+
+# --- results as JSON -----------------------------------------------------------------------
+
+
+def observation_view(observation: Observation) -> dict[str, Any]:
+    return {"messages": observation.messages, "tools": observation.tools}
+
+
+def step_view(result: StepResult, new_messages: list[dict[str, Any]], *, turns: int, truncated: bool,
+              held_out: bool) -> dict[str, Any]:
+    info = dict(result.info)
+    if held_out:
+        # What the model saw anyway (tool results) stays; the verifier's verdict beyond the
+        # reward does not.
+        info = {k: v for k, v in info.items() if k in ("tool_results", "tool_errors", "truncated")}
+        if result.info.get("error") is not None:
+            info["error"] = WITHHELD
+    return {"observation": observation_view(result.observation), "new_messages": new_messages,
+            "reward": result.reward, "done": result.done, "truncated": truncated, "turns": turns, "info": info}
+
+
+def score_view(score: Score, *, held_out: bool) -> dict[str, Any]:
+    if held_out:
+        return {"reward": score.reward, "breakdown": None, "error": WITHHELD if score.error is not None else None}
+    return {"reward": score.reward, "breakdown": dict(score.breakdown), "error": score.error}
+
+
+def _has_llm_judge(spec: Any) -> bool:
+    """Whether the verifier (or a rubric criterion) is an llm-judge."""
+    return any(getattr(s, "kind", None) == "llm-judge" for s in [spec, *(getattr(spec, "criteria", None) or [])])
