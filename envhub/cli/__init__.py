@@ -33,9 +33,16 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "search": ("envhub.cli.registry:search", "Find environments in a registry."),
     "yank": ("envhub.cli.registry:yank", "Hide a version from resolution (never deletes it)."),
     "eval": ("envhub.cli.eval:eval_", "Roll out a policy on a split, recording every episode and a summary."),
+    "serve": ("envhub.cli.serve:serve", "Serve environments over HTTP, scoring held-out splits on the server."),
     "cache": ("envhub.cli.cache:cache", "List, verify and prune the cache of pulled bundles."),
     "canary": ("envhub.cli.canary:canary", "Print a fresh contamination canary for [environment]."),
     "schema": ("envhub.cli.schema:schema", "Print the JSON Schema of the manifest."),
+    "add": ("envhub.cli.project:add", "Add an environment to the project's pyproject.toml, lock and sync."),
+    "remove": ("envhub.cli.project:remove", "Remove an environment from the project and relock."),
+    "lock": ("envhub.cli.project:lock", "Resolve the project's environments into envhub.lock."),
+    "sync": ("envhub.cli.project:sync", "Fetch and verify every locked environment; report Python dependencies."),
+    "tree": ("envhub.cli.project:tree", "Show the project's environments and their dependencies, as locked."),
+    "outdated": ("envhub.cli.project:outdated", "List locked environments that have newer versions."),
 }
 
 

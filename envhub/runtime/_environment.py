@@ -7,9 +7,10 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envhub._version import __version__
+from envhub.errors import PluginError
 from envhub.manifest._models import Manifest
 from envhub.runtime._code import CodeSpace
 from envhub.runtime._episode import Episode
@@ -17,6 +18,10 @@ from envhub.runtime._state import StateFactory, StateHandle, make_state_factory
 from envhub.runtime._tasks import TaskSource
 from envhub.runtime._tools import Tool, make_tool
 from envhub.runtime._types import Message, Score, Task, Trajectory
+
+if TYPE_CHECKING:
+    from envhub.hookspecs import HarnessProtocol
+    from envhub.plugins import PluginManager
 
 __all__ = ["DEFAULT_MAX_TURNS", "Environment", "SplitInfo"]
 
@@ -39,10 +44,19 @@ class Environment:
 
     ``tasks`` gives a split's tasks; ``episode`` runs one; ``score`` scores a completion or
     trajectory directly. Close it (or use ``with``) to free shared state.
+
+    Its harness protocol, state kind, task format or generator and verifier kind are those
+    ``plugins`` provides (default: this process's plugin manager), built-in ones included.
     """
 
     def __init__(self, manifest: Manifest, root: Path, *, code: CodeSpace, heldout_root: Path | None = None,
-                 digest: str | None = None, source: str | None = None, locator: str | None = None) -> None:
+                 digest: str | None = None, source: str | None = None, locator: str | None = None,
+                 plugins: PluginManager | None = None) -> None:
+        if plugins is None:
+            from envhub.plugins import plugin_manager
+
+            plugins = plugin_manager()
+        self._plugins = plugins
         self.manifest = manifest
         self.root = root
         self.heldout_root = heldout_root
@@ -57,9 +71,9 @@ class Environment:
         self._harness = manifest.harness
         self._state_spec = manifest.state
         self._tool_error_rate = manifest.config.noise.tool_error_rate if manifest.config.noise else 0.0
-        self.max_turns: int = (1 if self._harness.protocol == "single-turn"
-                               else self._harness.max_turns or DEFAULT_MAX_TURNS)
-        self._tasks = TaskSource(manifest.tasks, root, heldout_root, self.name, code.load)
+        self._protocol: HarnessProtocol = _protocol(plugins, self._harness.protocol)
+        self.max_turns: int = self._protocol.max_turns or self._harness.max_turns or DEFAULT_MAX_TURNS
+        self._tasks = TaskSource(manifest.tasks, root, heldout_root, self.name, code.load, plugins=plugins)
         self.tools: list[Tool] = [make_tool(code.load(ep), source=ep) for ep in self._harness.tools]
         self._tools_by_name = {tool.name: tool for tool in self.tools}
         self.tool_specs: list[dict[str, Any]] = [tool.spec for tool in self.tools]
@@ -72,7 +86,7 @@ class Environment:
         if self._harness.system_prompt:
             text = (root / self._harness.system_prompt).read_text(encoding="utf-8")
             self._system = {"role": "system", "content": text}
-        self._state_factory: StateFactory = make_state_factory(self._state_spec, root, code.load)
+        self._state_factory: StateFactory = make_state_factory(self._state_spec, root, code.load, plugins=plugins)
         self._shared_states: dict[Any, StateHandle] = {}
         self.policy_model: str | None = None
         self._verifier = self._build_verifier(None, False)
@@ -134,7 +148,7 @@ class Environment:
 
         ctx = VerifierContext(root=self.root, load_entry_point=self._code.load, policy_model=policy_model,
                               force_self_judge=force_self_judge)
-        return build_verifier(self.manifest.verifier, ctx)
+        return build_verifier(self.manifest.verifier, ctx, plugins=self._plugins)
 
     # -- references ---------------------------------------------------------------------
 
@@ -178,6 +192,10 @@ class Environment:
         if self.locator:
             out["locator"] = self.locator
         return out
+
+    def task_provenance(self, task: Task) -> dict[str, Any] | None:
+        """Where ``task`` comes from, when not this environment (composites); else None."""
+        return None
 
     # -- internals used by Episode ------------------------------------------------------
 
@@ -225,6 +243,15 @@ class Environment:
 
     def __repr__(self) -> str:
         return f"<Environment {self.name}@{self.version} from {self.source}>"
+
+
+def _protocol(plugins: PluginManager, name: str) -> HarnessProtocol:
+    found = plugins.lookup("harness_protocols", name)
+    if found is None:
+        raise PluginError(f"unknown harness protocol {name!r}; known protocols: "
+                          f"{', '.join(plugins.names('harness_protocols'))}",
+                          hint="install the plugin that provides it ('envhub plugins' lists what is installed)")
+    return found  # type: ignore[no-any-return]
 
 
 def _reference_turn(turn: Any, index: int) -> Message:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from envhub.errors import BundleError, EnvhubError, InvalidIdError, TrustError, UsageError
 from envhub.manifest import load_manifest
@@ -58,7 +59,8 @@ def load(ref_or_path: str | os.PathLike[str], *, trust_code: bool = False, regis
             raise UsageError(f"{text}: no such bundle directory",
                              hint="pass a directory with an envhub.toml, or an id such as acme/sql-shop@1.0.0")
         manifest = load_manifest(root)
-        return _environment(manifest, root.resolve(), settings, trust_code=trust_code)
+        return _environment(manifest, root.resolve(), settings, trust_code=trust_code, with_heldout=with_heldout,
+                            offline=settings.offline if offline is None else offline)
     from envhub.hub import pull
     from envhub.registry import load_registry_config
 
@@ -108,7 +110,13 @@ def _fetch_locked(env: Any, lock_path: Path, settings: Settings, *, with_heldout
 
 def _environment(manifest: Manifest, root: Path, settings: Settings, *, trust_code: bool,
                  heldout_root: Path | None = None, digest: str | None = None, source: str | None = None,
-                 locator: str | None = None) -> Environment:
+                 locator: str | None = None, with_heldout: bool = False, offline: bool = False) -> Environment:
+    if manifest.tasks.format == "mixture":
+        from envhub.runtime._composite import CompositeEnvironment
+
+        children = _children(manifest, settings, trust_code=trust_code, with_heldout=with_heldout, offline=offline)
+        return CompositeEnvironment(manifest, root, children, digest=digest, source=source,  # type: ignore[return-value]
+                                    locator=locator)
     name = manifest.environment.name
     needs_code = code_entry_points(manifest)
     trusted = trust_code or (bool(needs_code) and _namespace_trusted(name, settings))
@@ -129,6 +137,39 @@ def _environment(manifest: Manifest, root: Path, settings: Settings, *, trust_co
         # The bundle's code or files are broken: report it as the bundle's problem.
         raise BundleError(f"{name}: cannot load the environment: {e}", [],
                           hint="fix the bundle, then check it with 'envhub validate --check --trust'") from e
+
+
+def _children(manifest: Manifest, settings: Settings, *, trust_code: bool, with_heldout: bool,
+              offline: bool) -> dict[str, Environment]:
+    """The environments a composite mixes: the project lock's versions if it has them,
+    else the newest versions that fit ``[dependencies]`` (resolved together)."""
+    from envhub.hub import fetch
+    from envhub.project._project import RegistryIndex, find_project, locked_entry, locked_for, registry_urls
+    from envhub.project._resolver import Requirement, _specifier, resolve
+
+    splits = manifest.tasks.splits.values()
+    used = {part.env for split in splits for part in split.mixture or ()}
+    # Held-out child splits are fetched only for held-out composite splits (validated to match).
+    heldout = {part.env for split in splits if split.held_out for part in split.mixture or ()} if with_heldout else set()
+    entries = {}
+    for name in sorted(used):
+        locked = locked_for(f"{name}{manifest.dependencies[name]}")
+        if locked is not None:
+            entries[name] = locked_entry(locked[0], settings)
+    missing = [Requirement(n, _specifier(manifest.dependencies[n])) for n in sorted(used) if n not in entries]
+    if missing:
+        index = RegistryIndex(registry_urls(find_project(), settings), settings, offline=offline)
+        pins = resolve(missing, index).pins
+        entries.update({r.name: pins[r.name] for r in missing})
+    children = {}
+    for name, entry in entries.items():
+        result = fetch(entry, entry.registry, settings, with_heldout=name in heldout and entry.heldout_digest is not None,
+                       heldout_url=settings.heldout_store, offline=offline)
+        children[name] = _environment(load_manifest(result.path), result.path, settings, trust_code=trust_code,
+                                      heldout_root=result.heldout_path, digest=entry.digest,
+                                      source=f"{entry.ref} from {entry.registry}", locator=entry.locator,
+                                      with_heldout=with_heldout, offline=offline)
+    return children
 
 
 def _namespace_trusted(name: str, settings: Settings) -> bool:

@@ -95,8 +95,10 @@ async def run_rollout(plan: RolloutPlan, job: RolloutJob) -> dict[str, Any]:
     finally:
         episode.close()
     messages = episode.messages
+    child = getattr(env, "task_provenance", None)
     return {
         **plan.provenance,
+        **({"child": prov} if child is not None and (prov := child(task)) is not None else {}),
         "split": task.split,
         "task_id": task.id,
         "rollout": job.rollout,

@@ -1,0 +1,411 @@
+"""A training project: ``[tool.envhub]`` in ``pyproject.toml``, and its ``envhub.lock``.
+
+``environments = ["acme/sql-shop>=1.2,<2", ...]`` says what the project needs; ``envhub
+lock`` resolves it against every configured registry into ``envhub.lock``; ``envhub sync``
+makes sure every locked environment is in the cache, verified, and reports the Python
+dependencies they need. Inside a project, ``envhub.load`` and ``envhub eval`` use the
+locked versions (``locked_for``).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from envhub.errors import EnvhubError, ExitCode, IntegrityError, UsageError
+from envhub.project._lockfile import (
+    DEFAULT_SOURCE,
+    LOCK_FILENAME,
+    LockedEnv,
+    LockError,
+    Lockfile,
+    read_lock,
+    write_lock,
+)
+from envhub.registry._base import VersionEntry
+from envhub.settings import Settings
+
+if TYPE_CHECKING:
+    from envhub.project._resolver import Requirement, Resolution
+
+__all__ = ["Project", "find_project", "lock_project", "locked_for", "require_project", "sync_project"]
+
+PYPROJECT = "pyproject.toml"
+_FIELD = "tool.envhub.environments"
+
+
+class StaleLockError(LockError):
+    """``envhub sync --locked``: the lock would change."""
+
+    exit_code = ExitCode.CHECK_FAILED
+
+
+@dataclass
+class Project:
+    root: Path
+    pyproject: Path
+    #: ``[tool.envhub] environments``, as written.
+    environments: list[str]
+    #: The whole ``[tool.envhub]`` table.
+    table: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def lock_path(self) -> Path:
+        return self.root / LOCK_FILENAME
+
+    def requirements(self) -> list[Requirement]:
+        """The parsed requirements; :class:`UsageError` naming the entry and the fix."""
+        from envhub.errors import InvalidIdError
+        from envhub.project._resolver import parse_requirement
+
+        out: list[Requirement] = []
+        seen: dict[str, int] = {}
+        for i, text in enumerate(self.environments):
+            try:
+                requirement = parse_requirement(text)
+            except InvalidIdError as e:
+                raise UsageError(f"{self.pyproject}: {_FIELD}[{i}]: {e.message}",
+                                 hint='write "namespace/name", optionally with a version specifier: '
+                                      '"acme/sql-shop>=1.2,<2"') from None
+            if requirement.name in seen:
+                raise UsageError(f"{self.pyproject}: {_FIELD}[{i}]: {requirement.name} is already listed "
+                                 f"({_FIELD}[{seen[requirement.name]}])",
+                                 hint="list each environment once, with one specifier (e.g. \">=1.2,<2\")")
+            seen[requirement.name] = i
+            out.append(requirement)
+        return out
+
+    def normalized(self) -> list[str]:
+        return sorted(str(r) for r in self.requirements())
+
+
+def find_project(cwd: Path | None = None) -> Project | None:
+    """The project around ``cwd``: the nearest ``pyproject.toml`` (None if there is none)."""
+    from envhub.registry._config import _project_file, _read_toml
+
+    path = _project_file((cwd or Path.cwd()).resolve())
+    if path is None:
+        return None
+    table = _read_toml(path).get("tool", {}).get("envhub", {})
+    if not isinstance(table, dict):
+        raise UsageError(f"{path}: [tool.envhub] must be a table", hint="write [tool.envhub] with environments = [...]")
+    environments = table.get("environments", [])
+    if not isinstance(environments, list) or not all(isinstance(e, str) for e in environments):
+        raise UsageError(f"{path}: {_FIELD} must be a list of strings",
+                         hint='e.g. environments = ["acme/sql-shop>=1.2,<2"]')
+    return Project(path.parent, path, list(environments), table)
+
+
+def require_project(cwd: Path | None = None) -> Project:
+    project = find_project(cwd)
+    if project is None:
+        raise UsageError(f"no {PYPROJECT} in {(cwd or Path.cwd()).resolve()} or any parent directory",
+                         hint=f"run this inside a project, or create {PYPROJECT} with a [tool.envhub] table")
+    return project
+
+
+# --- where candidates come from ---------------------------------------------------------
+
+
+def registry_urls(project: Project | None, settings: Settings, choice: str | None = None) -> list[str]:
+    """Every configured registry, the default one first: ``--registry`` alone if given."""
+    from envhub.registry import load_registry_config
+
+    config = load_registry_config(settings, cwd=project.root if project else None)
+    urls = [config.url(choice)]
+    if choice is None:
+        urls.extend(config.url(name) for name in config.named)
+    return list(dict.fromkeys(urls))
+
+
+class RegistryIndex:
+    """The versions of a name across registries; the first registry that has a version
+    wins it. Offline, what the cache remembers of each registry."""
+
+    def __init__(self, urls: Sequence[str], settings: Settings, *, offline: bool = False) -> None:
+        from envhub.cache import Cache
+
+        self.urls = list(urls)
+        self.settings = settings
+        self.offline = offline
+        self.cache = Cache(settings.cache)
+        self._registries: dict[str, Any] = {}
+
+    def versions(self, name: str) -> list[VersionEntry]:
+        from envhub.errors import EnvNotFoundError
+        from envhub.registry import open_registry, version_key
+
+        found: dict[str, VersionEntry] = {}
+        for url in self.urls:
+            if self.offline:
+                entries = self.cache.remembered(url, name)
+            else:
+                registry = self._registries.get(url) or self._registries.setdefault(url, open_registry(url, self.settings))
+                try:
+                    entries = registry.versions(name)
+                except EnvNotFoundError:
+                    entries = []
+            for entry in entries:
+                found.setdefault(version_key(entry.version), entry)
+        return sorted(found.values(), key=lambda e: e.parsed_version)
+
+    def describe(self) -> str:
+        where = " or ".join(_display(u, self.settings) for u in self.urls)
+        return f"{where}{' (offline: what the cache remembers)' if self.offline else ''}"
+
+
+def _display(url: str, settings: Settings) -> str:
+    return "the embedded registry" if url == settings.default_registry else url
+
+
+def source_of(url: str, settings: Settings) -> str:
+    """What the lock records for a registry: "default" for the embedded one (its place is
+    per machine), else the URL."""
+    return DEFAULT_SOURCE if url == settings.default_registry else url
+
+
+def source_url(env: LockedEnv, settings: Settings) -> str:
+    return settings.default_registry if env.source == DEFAULT_SOURCE else env.source
+
+
+def locked_entry(env: LockedEnv, settings: Settings) -> VersionEntry:
+    """The index entry a lock records: enough to fetch and verify, no index needed."""
+    return VersionEntry(name=env.name, version=env.version, digest=env.digest, size=env.size, published_at="",
+                        score_version=env.score_version, heldout_digest=env.heldout_digest, locator=env.locator,
+                        registry=source_url(env, settings))
+
+
+# --- lock -------------------------------------------------------------------------------
+
+
+@dataclass
+class LockResult:
+    lock: Lockfile
+    previous: Lockfile | None
+    written: bool
+    resolution: Resolution
+
+    def changes(self) -> list[tuple[str, str | None, str | None]]:
+        """(name, old version, new version) for every environment added, removed or moved."""
+        before = {n: e.version for n, e in (self.previous.environments if self.previous else {}).items()}
+        after = {n: e.version for n, e in self.lock.environments.items()}
+        return [(n, before.get(n), after.get(n)) for n in sorted({*before, *after}) if before.get(n) != after.get(n)]
+
+
+def resolve_project(project: Project, settings: Settings, *, upgrade: bool = False,
+                    upgrade_packages: Sequence[str] = (), registry: str | None = None, offline: bool = False,
+                    prereleases: bool | None = None, previous: Lockfile | None = None) -> tuple[Lockfile, Resolution]:
+    """Resolve the project's requirements into a lock (not written). Versions ``previous``
+    has are kept while they fit, unless upgraded."""
+    from envhub.project._resolver import resolve
+
+    requirements = project.requirements()
+    for name in upgrade_packages:
+        if name not in (previous.environments if previous else {}) and name not in {r.name for r in requirements}:
+            raise UsageError(f"--upgrade-package {name}: not in the project or its lock",
+                             hint="name an environment listed by 'envhub tree'")
+    preferred = {} if upgrade or previous is None else {
+        n: e.version for n, e in previous.environments.items() if n not in upgrade_packages}
+    pre = (previous.prereleases if previous else False) if prereleases is None else prereleases
+    index = RegistryIndex(registry_urls(project, settings, registry), settings, offline=offline)
+    resolution = resolve(requirements, index, prereleases=pre, preferred=preferred)
+    environments = {}
+    for name, entry in resolution.pins.items():
+        old = previous.get(name) if previous else None
+        if old is not None and old.version == entry.version and old.digest != entry.digest:
+            raise IntegrityError(
+                f"{entry.ref}: {entry.registry or 'the registry'} now has different bytes ({entry.digest[:19]}...) "
+                f"than {project.lock_path} recorded ({old.digest[:19]}...)",
+                hint="a published version never changes: the registry was damaged or replaced; find out why "
+                     "before relocking (delete the lock entry to accept the new bytes)")
+        environments[name] = LockedEnv(
+            name=name, version=entry.version, digest=entry.digest, size=entry.size,
+            source=source_of(entry.registry, settings), locator=entry.locator, score_version=entry.score_version,
+            heldout_digest=entry.heldout_digest,
+            dependencies=tuple(sorted(f"{n}{s}" for n, s in entry.dependencies)),
+            python_dependencies=tuple(sorted(entry.python_dependencies)))
+    lock = Lockfile(sorted(str(r) for r in requirements), environments, pre)
+    return lock, resolution
+
+
+def lock_project(project: Project, settings: Settings, **options: Any) -> LockResult:
+    """``envhub lock``: resolve and write ``envhub.lock`` (only if it changes)."""
+    previous = read_lock(project.lock_path)
+    lock, resolution = resolve_project(project, settings, previous=previous, **options)
+    written = write_lock(project.lock_path, lock)
+    return LockResult(lock, previous, written, resolution)
+
+
+def stale_reason(project: Project, lock: Lockfile) -> str | None:
+    """Why ``lock`` no longer fits the project (None if it does). Checked without a
+    registry: the same requirements, every one satisfied, every dependency locked."""
+    from envhub.project._resolver import parse_requirement
+
+    wanted = project.normalized()
+    if sorted(lock.requires) != wanted:
+        added = sorted(set(wanted) - set(lock.requires))
+        removed = sorted(set(lock.requires) - set(wanted))
+        parts = ([f"added {', '.join(added)}"] if added else []) + ([f"removed {', '.join(removed)}"] if removed else [])
+        return f"{project.pyproject.name} changed since the lock was made ({'; '.join(parts)})"
+    needed = [*project.requirements()]
+    for env in lock.environments.values():
+        needed.extend(parse_requirement(d) for d in env.dependencies)
+    for requirement in needed:
+        env = lock.get(requirement.name)
+        if env is None:
+            return f"{requirement.name} is needed but not locked"
+        if not requirement.specifier.contains(env.version, prereleases=True):
+            return f"{requirement} is needed but {env.ref} is locked"
+    return None
+
+
+# --- sync -------------------------------------------------------------------------------
+
+
+@dataclass
+class SyncResult:
+    lock: Lockfile
+    relocked: LockResult | None
+    #: Environments fetched now, and those already in the cache.
+    fetched: list[LockedEnv]
+    cached: list[LockedEnv]
+    python: PythonReport
+
+
+def read_project_lock(project: Project) -> Lockfile:
+    lock = read_lock(project.lock_path)
+    if lock is None:
+        raise LockError(f"{project.lock_path} does not exist", hint="create it with 'envhub lock'")
+    return lock
+
+
+def sync_project(project: Project, settings: Settings, *, locked: bool = False, frozen: bool = False,
+                 offline: bool = False, registry: str | None = None, with_heldout: bool = False,
+                 on_fetch: Callable[[LockedEnv], None] | None = None) -> SyncResult:
+    """``envhub sync``: bring the lock up to date (unless ``frozen``; ``locked`` fails
+    instead when it would change), then make sure every locked environment is cached
+    and verified."""
+    relocked = None
+    if frozen:
+        lock = read_project_lock(project)
+    else:
+        lock = read_lock(project.lock_path)  # type: ignore[assignment]
+        reason = "there is no lock yet" if lock is None else stale_reason(project, lock)
+        if reason is not None:
+            if locked:
+                raise StaleLockError(f"{project.lock_path} is out of date: {reason}",
+                                     hint="run 'envhub lock' and commit the new envhub.lock")
+            relocked = lock_project(project, settings, registry=registry, offline=offline)
+            lock = relocked.lock
+    from envhub.cache import Cache
+    from envhub.hub import fetch
+
+    cache = Cache(settings.cache)
+    fetched, cached = [], []
+    for env in lock.environments.values():
+        entry = locked_entry(env, settings)
+        have = cache.cached(entry) is not None and (not with_heldout or env.heldout_digest is None
+                                                    or cache.has(env.heldout_digest, "heldout"))
+        if have:
+            cached.append(env)
+            continue
+        if on_fetch:
+            on_fetch(env)
+        fetch(entry, entry.registry, settings, with_heldout=with_heldout and env.heldout_digest is not None,
+              heldout_url=settings.heldout_store, offline=offline, cache=cache)
+        fetched.append(env)
+    return SyncResult(lock, relocked, fetched, cached, python_report(lock))
+
+
+# --- Python dependencies ----------------------------------------------------------------
+
+
+@dataclass
+class PythonReport:
+    #: The union of the locked environments' python-dependencies, and who needs each.
+    required: dict[str, list[str]]
+    #: requirement -> why it is not satisfied by this interpreter ("not installed", "2.0 installed").
+    missing: dict[str, str]
+
+
+def python_report(lock: Lockfile) -> PythonReport:
+    required: dict[str, list[str]] = {}
+    for env in lock.environments.values():
+        for requirement in env.python_dependencies:
+            required.setdefault(requirement, []).append(env.name)
+    return PythonReport(required, {r: why for r in required if (why := _unsatisfied(r)) is not None})
+
+
+def _unsatisfied(text: str) -> str | None:
+    """Why this interpreter does not satisfy a PEP 508 requirement, or None if it does."""
+    from importlib import metadata
+
+    from packaging.requirements import InvalidRequirement
+    from packaging.requirements import Requirement as PyRequirement
+
+    try:
+        requirement = PyRequirement(text)
+    except InvalidRequirement as e:
+        return f"invalid requirement: {e}"
+    if requirement.marker is not None and not requirement.marker.evaluate():
+        return None  # not for this platform
+    try:
+        installed = metadata.version(requirement.name)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+    if requirement.specifier and not requirement.specifier.contains(installed, prereleases=True):
+        return f"{installed} is installed"
+    return None
+
+
+def install_command(requirements: Sequence[str]) -> list[str]:
+    """The command that installs ``requirements`` into this interpreter: uv if it is on
+    PATH (much faster), else pip."""
+    import shutil
+
+    uv = shutil.which("uv")
+    if uv:
+        return [uv, "pip", "install", "--python", sys.executable, *requirements]
+    return [sys.executable, "-m", "pip", "install", *requirements]
+
+
+def install_python(requirements: Sequence[str]) -> None:
+    """Run :func:`install_command`; :class:`EnvhubError` if it fails."""
+    command = install_command(requirements)
+    code = subprocess.call(command)
+    if code != 0:
+        raise EnvhubError(f"installing the Python dependencies failed (exit code {code}): {' '.join(command)}",
+                          hint="read the installer's output above; fix the environment, then run envhub sync again")
+
+
+# --- the lock, honoured by load -----------------------------------------------------------
+
+
+def locked_for(ref_text: str, cwd: Path | None = None) -> tuple[LockedEnv, Path] | None:
+    """The locked environment ``ref_text`` means inside the project around ``cwd``: a bare
+    name, or a name whose version or specifier the locked version satisfies. None outside
+    a project, without a lock, or for a name the lock does not have. A version the lock
+    does not satisfy is an error (it would silently differ from what the project locked)."""
+    from envhub.ids import parse_ref
+    from envhub.registry._config import _project_file
+
+    pyproject = _project_file((cwd or Path.cwd()).resolve())
+    if pyproject is None:
+        return None
+    lock_path = pyproject.parent / LOCK_FILENAME
+    lock = read_lock(lock_path)
+    if lock is None:
+        return None
+    ref = parse_ref(ref_text)
+    env = lock.get(str(ref.name))
+    if env is None:
+        return None
+    if not ref.accepts(env.version, prereleases=True):
+        raise LockError(f"{ref} asks for another version than {lock_path} locks ({env.ref})",
+                        hint=f"ask for {ref.name} to use the locked version, or change {PYPROJECT} and run "
+                             "'envhub lock'")
+    return env, lock_path
