@@ -37,22 +37,24 @@ def _child_env() -> dict[str, str]:
     return env
 
 
-def run_once(cmd: Sequence[str]) -> tuple[float, subprocess.CompletedProcess[bytes]]:
+def run_once(cmd: Sequence[str], *, cwd: Path | None = None,
+             extra_env: dict[str, str] | None = None) -> tuple[float, subprocess.CompletedProcess[bytes]]:
     """Run ``cmd`` to completion; its wall-clock time in seconds, and its result."""
-    env = _child_env()
+    env = {**_child_env(), **(extra_env or {})}
     start = time.perf_counter()
-    done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, check=False)
+    done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, check=False, cwd=cwd)
     return time.perf_counter() - start, done
 
 
-def time_interleaved(commands: dict[str, Sequence[str]], runs: int) -> dict[str, list[float]]:
+def time_interleaved(commands: dict[str, Sequence[str]], runs: int, *, cwd: Path | None = None,
+                     extra_env: dict[str, str] | None = None) -> dict[str, list[float]]:
     """Time each command ``runs`` times, taking turns so drift (other load, CPU clock)
     spreads over all of them alike. One untimed warm-up run each fills the OS caches.
     Exits with the command's output if one fails."""
     times: dict[str, list[float]] = {label: [] for label in commands}
     for i in range(runs + 1):
         for label, cmd in commands.items():
-            elapsed, done = run_once(cmd)
+            elapsed, done = run_once(cmd, cwd=cwd, extra_env=extra_env)
             if done.returncode != 0:
                 sys.exit(f"error: {label} failed (exit {done.returncode}): {' '.join(cmd)}\n"
                          + done.stdout.decode(errors="replace") + done.stderr.decode(errors="replace"))

@@ -30,6 +30,8 @@ from envhub.registry._base import VersionEntry
 from envhub.settings import Settings
 
 if TYPE_CHECKING:
+    from packaging.specifiers import SpecifierSet
+
     from envhub.project._resolver import Requirement, Resolution
 
 __all__ = ["Project", "find_project", "lock_project", "locked_for", "require_project", "sync_project"]
@@ -57,30 +59,48 @@ class Project:
     def lock_path(self) -> Path:
         return self.root / LOCK_FILENAME
 
-    def requirements(self) -> list[Requirement]:
-        """The parsed requirements; :class:`UsageError` naming the entry and the fix."""
+    def specs(self) -> list[tuple[str, SpecifierSet]]:
+        """Each environment's name and specifier; :class:`UsageError` naming the entry
+        and the fix. (No resolver import: a warm ``envhub sync`` needs only this.)"""
         from envhub.errors import InvalidIdError
-        from envhub.project._resolver import parse_requirement
 
-        out: list[Requirement] = []
+        out: list[tuple[str, SpecifierSet]] = []
         seen: dict[str, int] = {}
         for i, text in enumerate(self.environments):
             try:
-                requirement = parse_requirement(text)
+                name, specifier = name_and_specifier(text)
             except InvalidIdError as e:
                 raise UsageError(f"{self.pyproject}: {_FIELD}[{i}]: {e.message}",
                                  hint='write "namespace/name", optionally with a version specifier: '
                                       '"acme/sql-shop>=1.2,<2"') from None
-            if requirement.name in seen:
-                raise UsageError(f"{self.pyproject}: {_FIELD}[{i}]: {requirement.name} is already listed "
-                                 f"({_FIELD}[{seen[requirement.name]}])",
+            if name in seen:
+                raise UsageError(f"{self.pyproject}: {_FIELD}[{i}]: {name} is already listed "
+                                 f"({_FIELD}[{seen[name]}])",
                                  hint="list each environment once, with one specifier (e.g. \">=1.2,<2\")")
-            seen[requirement.name] = i
-            out.append(requirement)
+            seen[name] = i
+            out.append((name, specifier))
         return out
 
+    def requirements(self) -> list[Requirement]:
+        from envhub.project._resolver import Requirement
+
+        return [Requirement(name, specifier) for name, specifier in self.specs()]
+
     def normalized(self) -> list[str]:
-        return sorted(str(r) for r in self.requirements())
+        return sorted(f"{name}{specifier}" for name, specifier in self.specs())
+
+
+def name_and_specifier(text: str) -> tuple[str, SpecifierSet]:
+    """``acme/a``, ``acme/a>=1,<2`` or ``acme/a@1.2.0`` (``==1.2.0``), as a name and a
+    specifier set. Raises :class:`envhub.errors.InvalidIdError`."""
+    from packaging.specifiers import SpecifierSet
+
+    from envhub.ids import parse_ref
+
+    ref = parse_ref(text)
+    if ref.version is not None:
+        return str(ref.name), SpecifierSet(f"=={ref.version}")
+    return str(ref.name), ref.specifier or SpecifierSet()
 
 
 def find_project(cwd: Path | None = None) -> Project | None:
@@ -243,23 +263,21 @@ def lock_project(project: Project, settings: Settings, **options: Any) -> LockRe
 def stale_reason(project: Project, lock: Lockfile) -> str | None:
     """Why ``lock`` no longer fits the project (None if it does). Checked without a
     registry: the same requirements, every one satisfied, every dependency locked."""
-    from envhub.project._resolver import parse_requirement
-
     wanted = project.normalized()
     if sorted(lock.requires) != wanted:
         added = sorted(set(wanted) - set(lock.requires))
         removed = sorted(set(lock.requires) - set(wanted))
         parts = ([f"added {', '.join(added)}"] if added else []) + ([f"removed {', '.join(removed)}"] if removed else [])
         return f"{project.pyproject.name} changed since the lock was made ({'; '.join(parts)})"
-    needed = [*project.requirements()]
+    needed = project.specs()
     for env in lock.environments.values():
-        needed.extend(parse_requirement(d) for d in env.dependencies)
-    for requirement in needed:
-        env = lock.get(requirement.name)
+        needed.extend(name_and_specifier(d) for d in env.dependencies)
+    for name, specifier in needed:
+        env = lock.get(name)
         if env is None:
-            return f"{requirement.name} is needed but not locked"
-        if not requirement.specifier.contains(env.version, prereleases=True):
-            return f"{requirement} is needed but {env.ref} is locked"
+            return f"{name} is needed but not locked"
+        if not specifier.contains(env.version, prereleases=True):
+            return f"{name}{specifier} is needed but {env.ref} is locked"
     return None
 
 
