@@ -406,3 +406,30 @@ def test_real_hub_round_trip(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     finally:
         for repo in (name, f"{name}-heldout"):
             api.delete_repo(repo, repo_type="dataset", missing_ok=True)
+
+
+def test_a_project_locks_the_commit_and_loads_by_it(url: str, hub: HubServer, tmp_path: Path, envhub_cli,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    import tomllib
+
+    import envhub
+
+    entry = _push(url, write_env(tmp_path / "a")).publish.entry
+    project = tmp_path / "trainer"
+    project.mkdir()
+    (project / "pyproject.toml").write_text(
+        f'[tool.envhub]\nenvironments = ["{NAME}"]\ndefault-registry = "hub"\n\n'
+        f'[tool.envhub.registries]\nhub = "{url}"\n')
+    monkeypatch.chdir(project)
+    assert envhub_cli("lock").code == 0
+    locked = tomllib.loads((project / "envhub.lock").read_text())["environment"][0]
+    assert locked["source"] == url and locked["locator"] == entry.locator and len(entry.locator) == 40
+    # The tag is moved to other files: the lock still gets the locked commit's bytes.
+    repo = hub.repo(NAME)
+    head = repo.commits[repo.branches["main"]]
+    repo.tags["v1.0.0"] = hub.commit(repo, {**head.tree, "tasks/train.jsonl": b'{"id": "evil"}\n'}, "rewrite").oid
+    for cache in ("cache-1", "cache-2"):  # fetched from the Hub, by commit, each time
+        monkeypatch.setenv("ENVHUB_CACHE", str(tmp_path / cache))
+        env = envhub.load(NAME)
+        assert env.digest == locked["digest"] and env.tasks("train")[0].id == "train-0"
+    # (A pull by the moved tag is refused: test_moved_tag_is_refused_and_a_locked_pull_fetches_by_commit.)
