@@ -29,15 +29,15 @@ INSTALL = [".[dev]", "./registry"]
 def _fingerprint() -> str:
     digest = hashlib.sha256()
     for path in sorted(ROOT.glob("**/pyproject.toml")):
-        if ".venv" not in path.parts:
+        if ".venv" not in path.parts and ".envhub-dev" not in path.parts:
             digest.update(path.relative_to(ROOT).as_posix().encode() + b"\0" + path.read_bytes())
     digest.update("\0".join(INSTALL).encode())
     return digest.hexdigest()
 
 
-def _run(*args: str | Path) -> None:
+def _run(*args: str | Path, cwd: Path = ROOT) -> None:
     print("+", " ".join(str(a) for a in args), flush=True)
-    code = subprocess.call([str(a) for a in args], cwd=ROOT)
+    code = subprocess.call([str(a) for a in args], cwd=cwd)
     if code != 0:
         sys.exit(code)
 
@@ -57,7 +57,8 @@ def setup() -> None:
 def demo() -> None:
     """The main job, on the embedded default registry: validate and self-test the example
     environments, push each, pull it back by id, show its info from the registry, and
-    evaluate the pulled environment on its dev split with the reference policy.
+    evaluate the pulled environment on its dev split with the reference policy. Then a
+    training project declares them as dependencies (envhub add), locks and syncs them.
 
     ENVHUB_HOME and ENVHUB_CACHE point into .envhub-dev/ (unless already set), so the demo
     leaves your own registry alone; nothing needs a network or an account."""
@@ -75,6 +76,16 @@ def demo() -> None:
         out = runs / f"{name.replace('/', '--')}.dev.reference.jsonl"
         out.unlink(missing_ok=True)
         _run(BIN / "envhub", "eval", name, "--split", "dev", "--policy", "reference", "-o", out.relative_to(ROOT))
+    # A training project depends on them: declare, lock, sync as CI would, show the tree.
+    project = ROOT / ".envhub-dev" / "project"
+    project.mkdir(parents=True, exist_ok=True)
+    (project / "pyproject.toml").write_text(
+        '[project]\nname = "demo-trainer"\nversion = "0.1.0"\n\n[tool.envhub]\nenvironments = []\n')
+    (project / "envhub.lock").unlink(missing_ok=True)
+    for example in examples:
+        _run(BIN / "envhub", "add", _env_name(example), cwd=project)
+    _run(BIN / "envhub", "sync", "--locked", cwd=project)
+    _run(BIN / "envhub", "tree", cwd=project)
 
 
 def _env_name(bundle: Path) -> str:
