@@ -210,6 +210,11 @@ class Conformance:
     def _dynamic(self, check: str) -> Outcome:
         if not self.statically_valid:
             return self._invalid()
+        if check == "resets-isolate":
+            state = self.static.manifest.state  # type: ignore[union-attr]
+            if state.kind == "none" or state.reset != "per-episode":
+                return Outcome("skipped", reason=f"no per-episode state to reset (state.kind = {state.kind!r}, "
+                                                 f"reset = {state.reset!r})")
         result = self.self_test
         if isinstance(result, Problem):
             return Outcome("failed", [result])
@@ -218,11 +223,6 @@ class Conformance:
         if check in ("reference-scores-1", "deterministic") and result.with_reference == 0:
             warning = next(p for p in result.problems if p.code == "check-no-reference")
             return Outcome("skipped", reason=warning.message, warnings=[warning])
-        if check == "resets-isolate":
-            state = self.static.manifest.state  # type: ignore[union-attr]
-            if state.kind == "none" or state.reset != "per-episode":
-                return Outcome("skipped", reason=f"no per-episode state to reset (state.kind = {state.kind!r}, "
-                                                 f"reset = {state.reset!r})")
         return _verdict([p for p in result.problems if p.code == _SELF_TEST_CODES[check]])
 
     def _reference_scores_1(self) -> Outcome:

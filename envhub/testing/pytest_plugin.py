@@ -26,6 +26,7 @@ fixture is used, so the plugin costs other projects' test runs next to nothing.
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -129,16 +130,22 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     if file_path.name != MANIFEST:
         return None
     options = parent.config.stash[_OPTIONS]
-    if options.collect or parent.session.isinitpath(file_path) or file_path.resolve() in options.manifests:
+    if not (options.collect or parent.session.isinitpath(file_path) or file_path.resolve() in options.manifests):
+        return None
+    rootpath = parent.config.rootpath
+    if file_path.is_relative_to(rootpath):
         return EnvhubManifestFile.from_parent(parent, path=file_path)
-    return None
+    # A bundle outside the rootdir (--envhub ../envs/a): its id is its path from the rootdir,
+    # where pytest would give an empty one.
+    nodeid = os.path.relpath(file_path, rootpath).replace(os.sep, "/")
+    return EnvhubManifestFile.from_parent(parent, path=file_path, nodeid=nodeid)
 
 
 def _display(path: Path, config: pytest.Config) -> str:
-    """A bundle directory as the user knows it: relative to where pytest was run, if inside."""
+    """A bundle directory as the user knows it: relative to where pytest was run."""
     try:
-        return path.resolve().relative_to(config.invocation_params.dir.resolve()).as_posix()
-    except ValueError:
+        return Path(os.path.relpath(path.resolve(), config.invocation_params.dir.resolve())).as_posix()
+    except ValueError:  # another drive
         return str(path)
 
 
@@ -197,8 +204,14 @@ class EnvhubCheckItem(pytest.Item):
     def runtest(self) -> None:
         outcome = self.parent.conformance.run(self.name)
         for problem in outcome.warnings:
-            warnings.warn_explicit(EnvhubWarning(problem.render()), EnvhubWarning,
-                                   filename=problem.file or MANIFEST, lineno=problem.line or 0)
+            strict = None
+            try:
+                warnings.warn_explicit(EnvhubWarning(problem.render()), EnvhubWarning,
+                                       filename=problem.file or MANIFEST, lineno=problem.line or 0)
+            except EnvhubWarning as e:  # -W error::...EnvhubWarning: strict, as validate --strict
+                strict = str(e)
+            if strict is not None:
+                pytest.fail(strict, pytrace=False)
         if outcome.status == "skipped":
             pytest.skip(outcome.reason)
         if outcome.status == "failed":
