@@ -27,9 +27,12 @@ from envhub.tasks import DEFAULT_MAX_LINE_BYTES
               help="With --check, test at most N tasks per split.")
 @click.option("--trust", is_flag=True, envvar="ENVHUB_TRUST", show_envvar=True,
               help="With --check, run the environment's own code.")
+@click.option("--files", "as_files", is_flag=True,
+              help="PATHS are files (as pre-commit passes them): validate each bundle that holds one, "
+                   "once; files outside every bundle are ignored.")
 @click.pass_context
 def validate(ctx: click.Context, paths: tuple[Path, ...], fmt: str, strict: bool, max_line_bytes: int,
-             check: bool, check_limit: int | None, trust: bool) -> None:
+             check: bool, check_limit: int | None, trust: bool, as_files: bool) -> None:
     """Check bundles against their manifests, reporting every problem.
 
     PATHS are bundle directories (default: the current one). Checks the manifest, that
@@ -40,11 +43,18 @@ def validate(ctx: click.Context, paths: tuple[Path, ...], fmt: str, strict: bool
     With --check, each valid bundle is also loaded and self-tested, task by task; a
     failure names the split and task id.
 
+    With --files, PATHS are files inside bundles (a task file, the envhub.toml): each
+    bundle holding one is validated once, and files in no bundle are ignored.
+
     Exit codes: 0 valid, 1 warnings with --strict or a --check failure, 2 errors found.
     """
     from envhub.bundle import validate_bundle
 
-    checks = [validate_bundle(p, max_line_bytes=max_line_bytes) for p in (paths or (Path("."),))]
+    if as_files:
+        paths = _bundles_holding(paths)
+    elif not paths:
+        paths = (Path("."),)
+    checks = [validate_bundle(p, max_line_bytes=max_line_bytes) for p in paths]
     static_errors = sum(p.severity == "error" for c in checks for p in c.problems)
     if check:
         for c in checks:
@@ -74,6 +84,25 @@ def validate(ctx: click.Context, paths: tuple[Path, ...], fmt: str, strict: bool
         ctx.exit(ExitCode.USAGE_ERROR)
     if errors or (strict and warnings):
         ctx.exit(ExitCode.CHECK_FAILED)
+
+
+def _bundles_holding(files: tuple[Path, ...]) -> tuple[Path, ...]:
+    """The nearest directory at or above each file that has an envhub.toml, each once, in
+    the order first met."""
+    from envhub.manifest import MANIFEST_FILENAME
+
+    bundles: dict[Path, None] = {}
+    seen: set[Path] = set()
+    for file in files:
+        start = file if file.is_dir() else file.parent
+        for directory in [start, *start.parents]:
+            if directory in seen:  # already walked from another file: same answer
+                break
+            seen.add(directory)
+            if (directory / MANIFEST_FILENAME).is_file():
+                bundles[directory] = None
+                break
+    return tuple(bundles)
 
 
 def _self_test(check, *, trust: bool, limit: int | None) -> list:  # type: ignore[no-untyped-def]
