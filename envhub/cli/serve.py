@@ -63,6 +63,7 @@ def serve(ctx: click.Context, targets: tuple[str, ...], host: str | None, port: 
     config = load_config(config_file, settings).with_overrides(
         host=host, port=port, trust=trust or None, require_token=require_token, max_episodes=max_episodes,
         idle_timeout_s=idle_timeout_s, episode_timeout_s=episode_timeout_s, max_body_bytes=max_body_bytes)
+    config.check()
     refs = [*config.environments, *targets]
     envs = load_environments(refs, trust=config.trust, registry=registry, offline=offline or settings.offline,
                              settings=settings)

@@ -28,6 +28,7 @@ from envhub._version import __version__
 from envhub.errors import EnvhubError, EnvNotFoundError, InvalidIdError, UsageError
 from envhub.manifest import parse_manifest
 from envhub.manifest._models import Manifest
+from envhub.runtime._chat import _ssl_context  # one CA bundle load per process, shared with ChatClient
 from envhub.runtime._environment import Environment, SplitInfo
 from envhub.runtime._types import Action, Message, Observation, Score, StepResult, Task, Trajectory, as_assistant_message
 from envhub.settings import Settings
@@ -495,7 +496,8 @@ class _Http:
     def request(self, method: str, path: str, body: Any = None, *, params: Mapping[str, Any] | None = None,
                 idempotent: bool | None = None) -> dict[str, Any]:
         if self._sync is None:
-            self._sync = httpx2.Client(timeout=self._timeout, limits=self._limits(self._max_connections))
+            self._sync = httpx2.Client(timeout=self._timeout, limits=self._limits(self._max_connections),
+                                       verify=_ssl_context())
         content = orjson.dumps(body) if body is not None else None
         url = self.base_url + path
         attempt = 0
@@ -595,7 +597,9 @@ class _Http:
             self._loop = loop
             count = -(-self._max_connections // _CONNECTIONS_PER_POOL)
             size = -(-self._max_connections // count)
-            self._pools = [httpx2.AsyncClient(timeout=self._timeout, limits=self._limits(size)) for _ in range(count)]
+            verify = _ssl_context()
+            self._pools = [httpx2.AsyncClient(timeout=self._timeout, limits=self._limits(size), verify=verify)
+                           for _ in range(count)]
             self._in_flight = [0] * count
         if len(self._pools) == 1:
             return 0, self._pools[0]

@@ -77,6 +77,12 @@ class ServeConfig(_Model):
     access: Access = Access()
     limits: Limits = Limits()
 
+    def check(self) -> None:
+        """Raise :class:`UsageError` for settings that cannot work together."""
+        if self.access.require_token and not self.access.tokens:
+            raise UsageError("require-token is set but no token is configured, so every request would be refused",
+                             hint="set ENVHUB_SERVE_TOKENS or [access] tokens in the --config file; " + _TOKEN_HINT)
+
     def with_overrides(self, **values: Any) -> ServeConfig:
         """A copy with the values given (``None`` means "not given"), checked again.
         Keys are ``host``, ``port``, ``trust``, ``require_token``, ``tokens`` and the

@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 from starlette.responses import Response
 
-from envhub.errors import EnvhubError, EnvNotFoundError, TrustError, UsageError
+from envhub.errors import EnvhubError, EnvNotFoundError, TrustError
 
 __all__ = ["ApiError", "JSONResponse", "error_response", "from_envhub_error"]
 
@@ -53,9 +53,11 @@ def error_response(status: int, code: str, message: str, *, hint: str | None = N
 def from_envhub_error(e: EnvhubError) -> ApiError:
     """The API error for an error envhub raised while serving a request."""
     if isinstance(e, EnvNotFoundError):
-        return ApiError(404, "not-found", e.message, hint=e.hint)
+        return ApiError(404, "not-found", e.message, hint=e.hint or _NOT_FOUND_HINT)
     if isinstance(e, TrustError):
         return ApiError(403, "not-trusted", e.message, hint="start the server with --trust to run the environment's code")
-    if isinstance(e, UsageError):
-        return ApiError(400, "bad-request", e.message, hint=e.hint)
-    return ApiError(400, "bad-request", e.message, hint=e.hint)
+    return ApiError(400, "bad-request", e.message, hint=e.hint or "see spec/serve.md for what each request takes")
+
+
+_NOT_FOUND_HINT = ("GET /v1/environments lists the environments and their splits; "
+                   "GET /v1/environments/NAMESPACE/NAME/splits/SPLIT/tasks lists a split's task ids")

@@ -66,7 +66,9 @@ def bind(host: str, port: int) -> socket.socket:
     """A socket bound to ``host:port`` (port 0: any free port). Bound here rather than by
     uvicorn so that a busy port is a clear error, and the real port is known at once."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # proto must be IPPROTO_TCP (not 0): asyncio sets TCP_NODELAY only on sockets that say so,
+    # and without it every keep-alive response waits ~40 ms for the client's delayed ACK.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
@@ -96,6 +98,7 @@ def serve(envs: Sequence[Environment], config: ServeConfig, *, access_log: bool 
 
     from envhub_registry._app import create_app
 
+    config.check()
     app = create_app(envs, config)
     for env in envs:
         held = [n for n, s in env.splits.items() if s.held_out and s.available]
