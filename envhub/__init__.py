@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         TrustError,
         VersionConflictError,
     )
+    from envhub.hookspecs import hookimpl
     from envhub.ids import EnvName, EnvRef, parse_name, parse_ref
     from envhub.manifest import Manifest, dump_manifest, load_manifest, parse_manifest
     from envhub.registry import Registry, VersionEntry, open_registry
@@ -44,6 +45,7 @@ _WHERE = {
     "Score": "envhub.runtime", "StepResult": "envhub.runtime", "Task": "envhub.runtime",
     "Trajectory": "envhub.runtime", "load": "envhub.runtime",
     "TrustError": "envhub.errors", "PolicyError": "envhub.errors",
+    "hookimpl": "envhub.hookspecs",
 }
 __all__ = ["__version__", *sorted(_WHERE)]
 

@@ -7,13 +7,25 @@ import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from envhub.bundle._paths import escaping_symlinks, resolve_inside
 from envhub.manifest import MANIFEST_FILENAME, Manifest, Split, parse_manifest
 from envhub.manifest._locate import locate
 from envhub.manifest._models import CodeTests, ExactMatch, JsonMatch, LlmJudge, Numeric, RegexMatch, Rubric
 from envhub.problems import Problem, Report
-from envhub.tasks import DEFAULT_MAX_LINE_BYTES, IdSource, TaskIds, duplicate_id_problems, scan_jsonl, scan_parquet
+from envhub.tasks import (
+    DEFAULT_MAX_LINE_BYTES,
+    IdSource,
+    TaskIds,
+    duplicate_id_problems,
+    scan_jsonl,
+    scan_parquet,
+    scan_rows,
+)
+
+if TYPE_CHECKING:
+    from envhub.plugins import PluginManager
 
 __all__ = ["BundleCheck", "SplitFacts", "validate_bundle"]
 
@@ -59,8 +71,11 @@ class BundleCheck:
         }
 
 
-def validate_bundle(path: str | Path, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> BundleCheck:
-    """Validate the bundle at ``path`` (a directory, or its ``envhub.toml``)."""
+def validate_bundle(path: str | Path, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+                    plugins: PluginManager | None = None) -> BundleCheck:
+    """Validate the bundle at ``path`` (a directory, or its ``envhub.toml``). Names that are
+    not built in (a plugin's verifier kind, task format, ...) are checked against ``plugins``
+    (default: this process's plugin manager); a plugin's task format reads its files."""
     path = Path(path)
     root = path.parent if path.name == MANIFEST_FILENAME and path.is_file() else path
     manifest_path = root / MANIFEST_FILENAME
@@ -80,7 +95,7 @@ def validate_bundle(path: str | Path, *, max_line_bytes: int = DEFAULT_MAX_LINE_
         problem = Problem("error", "no-manifest", f"no {MANIFEST_FILENAME} in this directory", file=str(root),
                           hint=f"run 'envhub init NAMESPACE/NAME {root}' to create one")
         return BundleCheck(root, None, [problem])
-    manifest, problems = parse_manifest(source, file=manifest_file)
+    manifest, problems = parse_manifest(source, file=manifest_file, plugins=plugins)
     check = BundleCheck(root, manifest, problems)
     if manifest is None:
         return check
@@ -95,7 +110,7 @@ def validate_bundle(path: str | Path, *, max_line_bytes: int = DEFAULT_MAX_LINE_
     for rel, target in escaping_symlinks(root):
         check.problems.append(Problem("error", "symlink-escapes", f"symlink leaves the bundle (it points to {target})",
                                       file=shown(rel), hint="copy the file into the bundle instead of linking to it"))
-    check.problems.extend(_splits(root, manifest, check, shown, at, max_line_bytes))
+    check.problems.extend(_splits(root, manifest, check, shown, at, max_line_bytes, plugins))
     check.problems.extend(_warnings(manifest, at))
     return check
 
@@ -106,7 +121,8 @@ def _referenced_files(root: Path, m: Manifest, at) -> Iterator[Problem]:  # type
     if m.harness.system_prompt:
         refs.append(("harness.system-prompt", ("harness", "system-prompt"), m.harness.system_prompt, "file"))
     if m.state.snapshot:
-        kind = "dir" if m.state.kind == "files" else "sqlite"
+        # A plugin's state kind says nothing about what its snapshot is: it must exist.
+        kind = {"files": "dir", "sqlite": "sqlite"}.get(m.state.kind, "any")
         refs.append(("state.snapshot", ("state", "snapshot"), m.state.snapshot, kind))
     verifiers = m.verifier.criteria if isinstance(m.verifier, Rubric) else [m.verifier] if m.verifier else []
     for i, v in enumerate(verifiers):
@@ -119,7 +135,9 @@ def _referenced_files(root: Path, m: Manifest, at) -> Iterator[Problem]:  # type
         if why is None:
             if kind == "dir" and not target.is_dir():
                 why = "is not a directory (state kind 'files' copies a directory)"
-            elif kind != "dir" and not target.is_file():
+            elif kind == "any" and not target.exists():
+                why = "not found"
+            elif kind not in ("dir", "any") and not target.is_file():
                 why = "is not a file"
             elif kind == "sqlite" and target.read_bytes()[:16] != _SQLITE_MAGIC:
                 why = "is not an SQLite database"
@@ -145,8 +163,17 @@ def _required_fields(m: Manifest) -> tuple[list[str], list[str]]:
     return list(dict.fromkeys(fields)), numeric
 
 
-def _splits(root: Path, m: Manifest, check: BundleCheck, shown, at, max_line_bytes: int) -> Iterator[Problem]:  # type: ignore[no-untyped-def]
+def _splits(root: Path, m: Manifest, check: BundleCheck, shown, at, max_line_bytes: int,  # type: ignore[no-untyped-def]
+            plugins: PluginManager | None) -> Iterator[Problem]:
     fields, numeric = _required_fields(m)
+    read = None
+    if m.tasks.format not in ("jsonl", "parquet") and any(s.path for s in m.tasks.splits.values()):
+        if plugins is None:
+            from envhub.plugins import plugin_manager
+
+            plugins = plugin_manager()
+        found = plugins.lookup("task_formats", m.tasks.format)  # the manifest check found it
+        read = found.read if found is not None else None
     task_ids = TaskIds()  # ids are unique within and across splits
     sources: list[IdSource] = []
     for name, split in m.tasks.splits.items():
@@ -167,13 +194,16 @@ def _splits(root: Path, m: Manifest, check: BundleCheck, shown, at, max_line_byt
             yield Problem("error", "bad-path", f"task file {split.path!r} {why}", hint=hint, **where)
             continue
         display = shown(split.path)
-        if m.tasks.format == "parquet":
+        if read is not None:
+            scan = scan_rows(target, read, display=display, id_field=m.tasks.id_field, fields=fields,
+                             numeric_fields=numeric, task_ids=task_ids)
+        elif m.tasks.format == "parquet":
             scan = scan_parquet(target, display=display, id_field=m.tasks.id_field, fields=fields,
                                 numeric_fields=numeric, task_ids=task_ids)
         else:
             scan = scan_jsonl(target, display=display, id_field=m.tasks.id_field, fields=fields,
                               numeric_fields=numeric, max_line_bytes=max_line_bytes, task_ids=task_ids)
-        sources.append(IdSource(name, target, display, m.tasks.format))
+        sources.append(IdSource(name, target, display, m.tasks.format, read))
         facts.rows, facts.sha256 = scan.rows, scan.sha256
         yield from scan.problems
         if scan.rows == 0 and not scan.problems:

@@ -37,6 +37,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "cache": ("envhub.cli.cache:cache", "List, verify and prune the cache of pulled bundles."),
     "canary": ("envhub.cli.canary:canary", "Print a fresh contamination canary for [environment]."),
     "schema": ("envhub.cli.schema:schema", "Print the JSON Schema of the manifest."),
+    "plugins": ("envhub.cli.plugins:plugins", "List installed plugins and environment packages, and what is broken."),
     "add": ("envhub.cli.project:add", "Add an environment to the project's pyproject.toml, lock and sync."),
     "remove": ("envhub.cli.project:remove", "Remove an environment from the project and relock."),
     "lock": ("envhub.cli.project:lock", "Resolve the project's environments into envhub.lock."),

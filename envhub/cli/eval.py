@@ -39,6 +39,8 @@ def trust_option(f: Any) -> Any:
               help="A rollout succeeds (for pass@k) when its reward is at least this.")
 @click.option("--with-heldout", is_flag=True, help="Fetch held-out splits too (needs access to the held-out store).")
 @click.option("--force-self-judge", is_flag=True, help="Let an llm-judge verifier grade its own model's answers.")
+@click.option("--executor", default="local", envvar="ENVHUB_EXECUTOR", show_envvar=True,
+              help="Where rollouts run: local (this process), or an executor an installed plugin provides.")
 @trust_option
 @registry_option
 @offline_option
@@ -47,7 +49,8 @@ def trust_option(f: Any) -> Any:
 def eval_(ctx: click.Context, target: str, split: str, policy_spec: str, limit: int | None,
           rollouts_per_task: int, concurrency: int, seed: int | None, output: Path | None, resume: bool,
           timeout_s: float | None, base_url: str | None, success_threshold: float, with_heldout: bool,
-          force_self_judge: bool, trust: bool, registry: str | None, offline: bool, as_json: bool) -> None:
+          force_self_judge: bool, executor: str, trust: bool, registry: str | None, offline: bool,
+          as_json: bool) -> None:
     """Roll out a policy on one split of an environment, writing one JSONL record per
     episode (messages, tool calls, reward, breakdown, timing, error, provenance) and a
     summary (mean reward, pass@k, per-criterion means, errors).
@@ -60,11 +63,12 @@ def eval_(ctx: click.Context, target: str, split: str, policy_spec: str, limit: 
 
     from envhub.runtime import load
     from envhub.runtime._eval import EvalRun, plan_jobs, read_records, summarize
-    from envhub.runtime._runner import RolloutPlan
+    from envhub.runtime._runner import RolloutPlan, make_executor
     from envhub.runtime.policies import make_policy
     from envhub.settings import load_settings
 
     settings = load_settings()
+    runner = make_executor(executor)  # before loading: a wrong name fails fast
     env = load(target, trust_code=trust, registry=registry, with_heldout=with_heldout,
                offline=offline or settings.offline, settings=settings)
     try:
@@ -81,7 +85,7 @@ def eval_(ctx: click.Context, target: str, split: str, policy_spec: str, limit: 
         out = output or _default_output(env.name, env.version, split, policy.name)
         plan = RolloutPlan(env, policy, timeout_s=timeout_s or env.manifest.config.timeout_s,
                            concurrency=concurrency, provenance=provenance)
-        run = EvalRun(plan, plan_jobs(tasks, rollouts_per_task, seed), out, resume=resume)
+        run = EvalRun(plan, plan_jobs(tasks, rollouts_per_task, seed), out, resume=resume, executor=runner)
         todo = run.prepare()
         skipped = len(run.jobs) - len(todo)
         errors_this_run = asyncio.run(_run_with_progress(run, todo, show=_progress_wanted(as_json)))

@@ -22,6 +22,7 @@ from envhub.manifest._models import (
     StateSection,
     TasksSection,
 )
+from envhub.manifest._plugins import OptionsModel
 
 __all__ = [
     "MANIFEST_FILENAME",
@@ -31,6 +32,7 @@ __all__ = [
     "EnvironmentSection",
     "HarnessSection",
     "Manifest",
+    "OptionsModel",
     "Split",
     "StateSection",
     "TasksSection",

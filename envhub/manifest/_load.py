@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tomli_w
 from pydantic import ValidationError
@@ -13,10 +13,13 @@ from envhub import _toml
 from envhub.errors import ManifestError
 from envhub.manifest._locate import locate
 from envhub.manifest._models import MANIFEST_VERSION, Manifest
+from envhub.manifest._plugins import plugin_problems
 from envhub.manifest._problems import problems_from_validation
 from envhub.manifest._semantic import semantic_problems
 from envhub.problems import Problem
 
+if TYPE_CHECKING:
+    from envhub.plugins import PluginManager
 
 MANIFEST_FILENAME = "envhub.toml"
 _TOML_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
@@ -27,9 +30,13 @@ def _error(file: str, code: str, message: str, *, hint: str | None = None,
     return Problem("error", code, message, file=file, line=line, column=column, field=field, hint=hint)
 
 
-def parse_manifest(source: str | bytes, *, file: str = MANIFEST_FILENAME) -> tuple[Manifest | None, list[Problem]]:
+def parse_manifest(source: str | bytes, *, file: str = MANIFEST_FILENAME,
+                   plugins: PluginManager | None = None) -> tuple[Manifest | None, list[Problem]]:
     """Parse and validate manifest text. Returns the manifest (``None`` if invalid) and
-    every problem found; never raises for bad input."""
+    every problem found; never raises for bad input.
+
+    Names that are not built in (a plugin's verifier kind, ...) are checked against
+    ``plugins`` (default: this process's plugin manager), which is only consulted then."""
     if isinstance(source, bytes):
         try:
             text = source.decode("utf-8")
@@ -55,10 +62,11 @@ def parse_manifest(source: str | bytes, *, file: str = MANIFEST_FILENAME) -> tup
         message = getattr(e, "msg", message)
         return None, [_error(file, "invalid-toml", f"invalid TOML: {message}", line=line, column=column,
                              hint="fix the TOML syntax at this position")]
-    return validate_manifest_data(data, file=file, text=text)
+    return validate_manifest_data(data, file=file, text=text, plugins=plugins)
 
 
-def validate_manifest_data(data: dict[str, Any], *, file: str = MANIFEST_FILENAME, text: str = "") -> tuple[Manifest | None, list[Problem]]:
+def validate_manifest_data(data: dict[str, Any], *, file: str = MANIFEST_FILENAME, text: str = "",
+                           plugins: PluginManager | None = None) -> tuple[Manifest | None, list[Problem]]:
     """Validate already-parsed manifest data (see :func:`parse_manifest`)."""
     declared = data.get("manifest-version", MANIFEST_VERSION)
     if type(declared) is int and declared > MANIFEST_VERSION:
@@ -69,6 +77,9 @@ def validate_manifest_data(data: dict[str, Any], *, file: str = MANIFEST_FILENAM
             hint="upgrade envhub (pip install -U envhub-rl)", field="manifest-version",
             line=position[0] if position else None, column=position[1] if position else None,
         )]
+    # Names left to plugins are checked with the fields: like the models' own errors, their
+    # problems come together, and cross-field rules wait until both are clean.
+    named = plugin_problems(data, file=file, text=text, plugins=plugins)
     try:
         manifest = Manifest.model_validate(data, by_alias=True, by_name=False)
     except ValidationError as e:
@@ -77,7 +88,11 @@ def validate_manifest_data(data: dict[str, Any], *, file: str = MANIFEST_FILENAM
             # [verifier] is optional only for mixtures, so the model leaves it optional; say
             # it is missing here too, with the other errors, as for any required table.
             errors.append({"type": "missing", "loc": ("verifier",), "msg": "Field required", "input": data})
-        return None, problems_from_validation(errors, data, file=file, text=text)
+        problems = [*problems_from_validation(errors, data, file=file, text=text), *named]
+        problems.sort(key=lambda p: (p.line or 0, p.column or 0))
+        return None, problems
+    if named:
+        return None, named
     problems = []
     for p in semantic_problems(manifest):
         position = locate(text, _field_loc(p.field)) if p.field else None
@@ -99,10 +114,11 @@ def _field_loc(field: str) -> list[str | int]:
     return [int(index) if index else (quoted or plain) for quoted, plain, index in parts]
 
 
-def load_manifest(path: str | Path) -> Manifest:
+def load_manifest(path: str | Path, *, plugins: PluginManager | None = None) -> Manifest:
     """Read ``envhub.toml`` (or the one inside a directory).
 
-    Raises :class:`ManifestError` with every problem found.
+    Raises :class:`ManifestError` with every problem found. ``plugins`` as for
+    :func:`parse_manifest`.
     """
     path = Path(path)
     if path.is_dir():
@@ -117,7 +133,7 @@ def load_manifest(path: str | Path) -> Manifest:
         ) from None
     except OSError as e:
         raise ManifestError(f"{path}: cannot read the manifest: {e.strerror}", []) from e
-    manifest, problems = parse_manifest(source, file=str(path))
+    manifest, problems = parse_manifest(source, file=str(path), plugins=plugins)
     if manifest is None:
         raise ManifestError(f"{path}: invalid manifest", problems)
     return manifest

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, WithJsonSchema
+from pydantic import Tag as _Tag
 
 from envhub.manifest._types import (
     BundlePath,
@@ -19,6 +20,7 @@ from envhub.manifest._types import (
     EntryPoint,
     EnvNameStr,
     FieldName,
+    GeneratorRef,
     Regex,
     RequirementStr,
     Sha256,
@@ -26,6 +28,7 @@ from envhub.manifest._types import (
     SplitName,
     Tag,
     VersionStr,
+    open_name,
 )
 
 MANIFEST_VERSION = 1
@@ -101,24 +104,34 @@ class Split(_Model):
     description: str = ""
 
 
+#: The built-in task formats; installed plugins may add file formats (``envhub.hookspecs``).
+TASK_FORMATS = ("jsonl", "parquet", "generator", "mixture")
+
+
 class TasksSection(_Model):
     """T: the problems, in named splits."""
 
-    format: Literal["jsonl", "parquet", "generator", "mixture"] = "jsonl"
+    format: open_name(TASK_FORMATS, "task format") = "jsonl"  # type: ignore[valid-type]
     id_field: FieldName = "id"
     prompt_field: FieldName = "prompt"
     difficulty_field: FieldName | None = None
-    generator: EntryPoint | None = Field(None, description="Task generator, for format = generator.")
+    generator: GeneratorRef | None = Field(
+        None, description="Task generator, for format = generator: the bundle's 'module:function' or a plugin's name."
+    )
     splits: dict[SplitName, Split] = Field(min_length=1)
 
 
 # --- [harness] -------------------------------------------------------------------------
 
 
+#: The built-in harness protocols; installed plugins may add more.
+HARNESS_PROTOCOLS = ("single-turn", "multi-turn", "tool-use")
+
+
 class HarnessSection(_Model):
     """H: how the model interacts with the environment."""
 
-    protocol: Literal["single-turn", "multi-turn", "tool-use"] = "single-turn"
+    protocol: open_name(HARNESS_PROTOCOLS, "harness protocol") = "single-turn"  # type: ignore[valid-type]
     system_prompt: BundlePath | None = None
     max_turns: int | None = Field(None, ge=1)
     tools: list[EntryPoint] = []
@@ -233,17 +246,75 @@ class LlmJudgeCriterion(_Criterion, LlmJudge):
     pass
 
 
+VERIFIER_KINDS = (
+    "exact-match",
+    "numeric",
+    "regex",
+    "json-match",
+    "python",
+    "code-tests",
+    "rubric",
+    "llm-judge",
+)
+_PLUGIN = "plugin"
+
+
+def _plugin_kind_schema(exclude: tuple[str, ...]) -> WithJsonSchema:
+    return WithJsonSchema({"type": "string", "not": {"enum": list(exclude)},
+                           "description": "a verifier kind an installed plugin provides"})
+
+
+class PluginVerifier(BaseModel):
+    """A verifier kind that an installed plugin provides: ``kind`` and the kind's own
+    options, which the plugin's options model checks when the manifest is validated
+    (``envhub.manifest._plugins``); :attr:`options` holds them as written."""
+
+    model_config = ConfigDict(extra="allow", strict=True, frozen=True, allow_inf_nan=False)
+
+    kind: Annotated[str, _plugin_kind_schema(VERIFIER_KINDS)]
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The table's keys other than ``kind`` (and a criterion's name, weight, required)."""
+        return dict(self.model_extra or {})
+
+
+class PluginCriterion(_Criterion, PluginVerifier):
+    model_config = ConfigDict(extra="allow")
+
+
+def _kind_of(value: Any) -> Any:
+    return value.get("kind") if isinstance(value, dict) else getattr(value, "kind", None)
+
+
+def _verifier_tag(value: Any) -> str | None:
+    # Built-in kinds are validated by their own strict models; any other kind by
+    # PluginVerifier, then against the installed plugins. A missing kind has no tag.
+    kind = _kind_of(value)
+    if kind is None:
+        return None
+    return kind if isinstance(kind, str) and kind in VERIFIER_KINDS else _PLUGIN
+
+
+def _criterion_tag(value: Any) -> str | None:
+    kind = _kind_of(value)
+    if kind == "rubric":
+        return "rubric"  # no such tag: "a criterion cannot itself be a rubric"
+    return _verifier_tag(value)
+
+
 Criterion = Annotated[
     Union[
-        ExactMatchCriterion,
-        NumericCriterion,
-        RegexCriterion,
-        JsonMatchCriterion,
-        PythonCriterion,
-        CodeTestsCriterion,
-        LlmJudgeCriterion,
+        Annotated[ExactMatchCriterion, _Tag("exact-match")],
+        Annotated[NumericCriterion, _Tag("numeric")],
+        Annotated[RegexCriterion, _Tag("regex")],
+        Annotated[JsonMatchCriterion, _Tag("json-match")],
+        Annotated[PythonCriterion, _Tag("python")],
+        Annotated[CodeTestsCriterion, _Tag("code-tests")],
+        Annotated[LlmJudgeCriterion, _Tag("llm-judge")],
+        Annotated[PluginCriterion, _Tag(_PLUGIN)],
     ],
-    Field(discriminator="kind"),
+    Discriminator(_criterion_tag),
 ]
 
 
@@ -255,28 +326,32 @@ class Rubric(_Model):
 
 
 Verifier = Annotated[
-    Union[ExactMatch, Numeric, RegexMatch, JsonMatch, PythonVerifier, CodeTests, Rubric, LlmJudge],
-    Field(discriminator="kind"),
+    Union[
+        Annotated[ExactMatch, _Tag("exact-match")],
+        Annotated[Numeric, _Tag("numeric")],
+        Annotated[RegexMatch, _Tag("regex")],
+        Annotated[JsonMatch, _Tag("json-match")],
+        Annotated[PythonVerifier, _Tag("python")],
+        Annotated[CodeTests, _Tag("code-tests")],
+        Annotated[Rubric, _Tag("rubric")],
+        Annotated[LlmJudge, _Tag("llm-judge")],
+        Annotated[PluginVerifier, _Tag(_PLUGIN)],
+    ],
+    Discriminator(_verifier_tag),
 ]
-VERIFIER_KINDS = (
-    "exact-match",
-    "numeric",
-    "regex",
-    "json-match",
-    "python",
-    "code-tests",
-    "rubric",
-    "llm-judge",
-)
 
 
 # --- [state] ---------------------------------------------------------------------------
 
 
+#: The built-in state kinds; installed plugins may add more.
+STATE_KINDS = ("none", "files", "sqlite", "python")
+
+
 class StateSection(_Model):
     """S: what the agent acts on, and when it is reset."""
 
-    kind: Literal["none", "files", "sqlite", "python"] = "none"
+    kind: open_name(STATE_KINDS, "state kind") = "none"  # type: ignore[valid-type]
     snapshot: BundlePath | None = Field(
         None, description="files: a directory copied per reset; sqlite: a database file."
     )

@@ -88,7 +88,7 @@ def _user_loc(loc: Sequence[str | int]) -> tuple[tuple[str | int, ...], bool]:
         if part == "[key]":
             is_key = True
             continue
-        if isinstance(part, str) and part in VERIFIER_KINDS and out and (
+        if isinstance(part, str) and (part in VERIFIER_KINDS or part == "plugin") and out and (
             out[-1] == "verifier" or isinstance(out[-1], int)
         ):
             continue

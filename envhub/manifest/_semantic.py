@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from envhub.manifest._models import (
+    HARNESS_PROTOCOLS,
     Manifest,
     RegexMatch,
     Rubric,
@@ -105,6 +106,16 @@ def _mixture_split(m: Manifest, name: str, field: str) -> Iterator[Problem]:
 
 def _harness(m: Manifest) -> Iterator[Problem]:
     h = m.harness
+    if h.protocol in HARNESS_PROTOCOLS:  # a plugin's protocol: envhub.manifest._plugins checks it
+        yield from _builtin_protocol(m)
+    if h.context == "recent-turns" and h.keep_turns is None:
+        yield _error("harness.keep-turns", "context = 'recent-turns' needs keep-turns", "add keep-turns = N")
+    if h.context != "recent-turns" and h.keep_turns is not None:
+        yield _error("harness.keep-turns", "keep-turns is only used with context = 'recent-turns'", "remove keep-turns, or set context = 'recent-turns'")
+
+
+def _builtin_protocol(m: Manifest) -> Iterator[Problem]:
+    h = m.harness
     if h.protocol == "tool-use" and not h.tools:
         yield _error("harness.tools", "protocol 'tool-use' needs at least one tool", "add tools = ['module:function']")
     if h.protocol != "tool-use" and h.tools:
@@ -115,10 +126,6 @@ def _harness(m: Manifest) -> Iterator[Problem]:
         yield _error("harness.responder", f"a responder is only used by protocol 'multi-turn', not {h.protocol!r}", "set protocol = 'multi-turn', or remove responder")
     if h.protocol == "single-turn" and h.max_turns not in (None, 1):
         yield _error("harness.max-turns", f"protocol 'single-turn' has exactly one turn, got max-turns = {h.max_turns}", "remove max-turns, or use protocol 'multi-turn'")
-    if h.context == "recent-turns" and h.keep_turns is None:
-        yield _error("harness.keep-turns", "context = 'recent-turns' needs keep-turns", "add keep-turns = N")
-    if h.context != "recent-turns" and h.keep_turns is not None:
-        yield _error("harness.keep-turns", "keep-turns is only used with context = 'recent-turns'", "remove keep-turns, or set context = 'recent-turns'")
 
 
 def _composite(m: Manifest) -> Iterator[Problem]:

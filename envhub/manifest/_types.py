@@ -20,6 +20,8 @@ _ENTRY_POINT = re.compile(r"[A-Za-z_]\w*(\.[A-Za-z_]\w*)*:[A-Za-z_]\w*(\.[A-Za-z
 _SLUG = re.compile(r"[a-z0-9](?:[a-z0-9_-]*[a-z0-9])?")
 _CANARY = re.compile(r"envhub-canary:[0-9a-f]{32}")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+#: Names plugins register (verifier kinds, protocols, state kinds, formats, generators).
+_PLUGIN_NAME = re.compile(r"[a-z0-9](?:[a-z0-9._/-]*[a-z0-9])?")
 CANARY_PREFIX = "envhub-canary:"
 
 
@@ -41,6 +43,17 @@ def _check_entry_point(value: str) -> str:
         raise ValueError(
             f"invalid entry point {value!r}: expected 'module:attribute', "
             "e.g. 'sql_shop.tools:run_sql'"
+        )
+    return value
+
+
+def _check_generator(value: str) -> str:
+    if ":" in value:
+        return _check_entry_point(value)
+    if not _PLUGIN_NAME.fullmatch(value):
+        raise ValueError(
+            f"invalid generator {value!r}: expected 'module:function' (the bundle's own code) or the "
+            "name of a task generator an installed plugin provides (lowercase, e.g. 'arithmetic')"
         )
     return value
 
@@ -155,3 +168,25 @@ Canary = Annotated[str, AfterValidator(_check_canary), _schema(pattern=f"^{_CANA
 Sha256 = Annotated[str, AfterValidator(_check_sha256), _schema(pattern=f"^{_SHA256.pattern}$")]
 FieldName = Annotated[str, AfterValidator(_check_field_name), _schema(minLength=1)]
 Regex = Annotated[str, AfterValidator(_check_regex), _schema(format="regex")]
+GeneratorRef = Annotated[
+    str,
+    AfterValidator(_check_generator),
+    _schema(
+        description="the bundle's 'module:function', or the name of an installed plugin's task generator",
+        pattern=f"^(?:{_ENTRY_POINT.pattern}|{_PLUGIN_NAME.pattern})$",
+    ),
+]
+
+
+def open_name(builtins: tuple[str, ...], what: str) -> object:
+    """A string naming a built-in ``what`` or one an installed plugin provides. The models
+    take any string: ``envhub.manifest._plugins`` checks names that are not built in
+    against the installed plugins. The JSON Schema offers the built-in names to editors."""
+    return Annotated[
+        str,
+        WithJsonSchema({"anyOf": [
+            {"enum": list(builtins)},
+            {"type": "string", "pattern": f"^{_PLUGIN_NAME.pattern}$",
+             "description": f"a {what} an installed plugin provides"},
+        ]}),
+    ]

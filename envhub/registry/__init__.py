@@ -9,6 +9,7 @@ from envhub.registry._base import PublishResult, Registry, VersionEntry, select_
 from envhub.registry._config import RegistryConfig, load_registry_config
 
 if TYPE_CHECKING:
+    from envhub.plugins import PluginManager
     from envhub.registry._base import HeldoutStoreLike
     from envhub.settings import Settings
 
@@ -29,24 +30,40 @@ def _scheme(url: str) -> str:
     return url.split("://", 1)[0].lower() if "://" in url else "file"
 
 
-def open_registry(url: str, settings: Settings | None = None) -> Registry:
-    """The registry at ``url``: ``hf://`` (the Hugging Face Hub), any fsspec URL, or a plain
-    directory path. ``settings`` (default: read from the environment) gives the Hub's token
-    and endpoint. Raises RegistryError for an unknown scheme or a malformed URL."""
-    scheme = _scheme(url)
-    if scheme == "hf":
-        from envhub.registry._hf import HfRegistry
-        from envhub.settings import load_settings
+def open_registry(url: str, settings: Settings | None = None, *, plugins: PluginManager | None = None) -> Registry:
+    """The registry at ``url``: ``hf://`` (the Hugging Face Hub), any fsspec URL, a plain
+    directory path, or a scheme an installed plugin provides, as ``plugins`` (default: this
+    process's plugin manager) knows them. ``settings`` (default: read from the environment)
+    gives the Hub's token and endpoint. Raises RegistryError for an unknown scheme or a
+    malformed URL, and PluginConflictError for a scheme two plugins provide."""
+    from envhub.settings import load_settings
 
-        return HfRegistry(url, settings or load_settings())
+    if plugins is None:
+        from envhub.plugins import plugin_manager
+
+        plugins = plugin_manager()
+    scheme = _scheme(url)
+    backend = plugins.lookup("registry_backends", scheme)
+    if backend is not None:
+        return backend.open(url, settings or load_settings())  # type: ignore[no-any-return]
+    # Any other fsspec protocol (gcs://, az://, ...) is a directory registry too.
     import fsspec
 
     if scheme not in fsspec.available_protocols():
         raise RegistryError(f"unknown registry scheme {scheme!r} in {url!r}",
-                            hint="use a directory path, file://, memory://, s3:// or another fsspec URL")
+                            hint="use a directory path, file://, memory://, s3:// or another fsspec URL"
+                                 + _plugin_schemes(plugins))
     from envhub.registry._fsspec import FsspecRegistry
 
     return FsspecRegistry(url)
+
+
+def _plugin_schemes(plugins: PluginManager) -> str:
+    from envhub._builtins import REGISTRY_BACKENDS
+
+    builtin = {backend.name for backend in REGISTRY_BACKENDS}
+    extra = [f"{name}://" for name in plugins.names("registry_backends") if name not in builtin]
+    return f" (installed plugins add: {', '.join(extra)})" if extra else ""
 
 
 def open_heldout_store(url: str) -> HeldoutStoreLike:

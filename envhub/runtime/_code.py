@@ -98,7 +98,7 @@ class CodeSpace:
 def code_entry_points(manifest: Any) -> list[str]:
     """Every entry point of the bundle's own code that the manifest names."""
     points: list[str] = []
-    if manifest.tasks.generator:
+    if manifest.tasks.generator and ":" in manifest.tasks.generator:  # else a plugin's named generator
         points.append(manifest.tasks.generator)
     points.extend(manifest.harness.tools)
     if manifest.harness.responder:

@@ -152,7 +152,7 @@ class Episode:
 
     def _tool_calls(self, message: Message) -> list[dict[str, Any]]:
         """The calls to run: only tool-use episodes run tools."""
-        if self.env._harness.protocol != "tool-use":
+        if not self.env._protocol.runs_tools:
             return []
         return list(message.get("tool_calls") or [])
 
@@ -165,11 +165,11 @@ class Episode:
             if self.turns < self.env.max_turns:
                 return StepResult(self.observation(), None, False, info), info
             self.truncated = True
-        elif self.env._harness.protocol == "multi-turn":
+        elif self.env._protocol.respond is not None:
             if self.turns >= self.env.max_turns:
                 self.truncated = True
             else:
-                reply = self.env._respond(self.task, self.messages, self.state)
+                reply = self.env._protocol.respond(self.env, self.task, self.messages, self.state)
                 if reply is not None:
                     self.messages.append({"role": "user", "content": reply})
                     return StepResult(self.observation(), None, False, info), info

@@ -19,7 +19,7 @@ from typing import Any
 import orjson
 
 from envhub.errors import UsageError
-from envhub.runtime._runner import Executor, LocalExecutor, RolloutJob, RolloutPlan, rollout_seed
+from envhub.runtime._runner import Executor, RolloutJob, RolloutPlan, make_executor, rollout_seed
 from envhub.runtime._types import Task
 
 __all__ = ["EvalRun", "pass_at_k", "plan_jobs", "read_records", "summarize"]
@@ -147,7 +147,7 @@ class EvalRun:
 
     async def run(self, todo: list[RolloutJob], on_record: Callable[[dict[str, Any]], None] | None = None) -> int:
         """Run ``todo``, appending each record to ``out`` as it finishes; returns how many ran."""
-        executor = self.executor or LocalExecutor()
+        executor = self.executor or make_executor("local")
         self.out.parent.mkdir(parents=True, exist_ok=True)
         count = 0
         # O_APPEND: a record is written with one write() call, so lines never interleave.

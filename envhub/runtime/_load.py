@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from envhub._packages import find_installed
 from envhub.errors import BundleError, EnvhubError, InvalidIdError, TrustError, UsageError
 from envhub.manifest import load_manifest
 from envhub.manifest._load import MANIFEST_FILENAME
@@ -14,12 +15,15 @@ from envhub.runtime._code import CodeSpace, code_entry_points, trusted_namespace
 from envhub.runtime._environment import Environment
 from envhub.settings import Settings, load_settings
 
+if TYPE_CHECKING:
+    from envhub.plugins import PluginManager
+
 __all__ = ["load"]
 
 
 def load(ref_or_path: str | os.PathLike[str], *, trust_code: bool = False, registry: str | None = None,
          with_heldout: bool = False, offline: bool | None = None, settings: Settings | None = None,
-         locked: bool = True) -> Environment:
+         locked: bool = True, plugins: PluginManager | None = None) -> Environment:
     """Load an environment from a bundle directory (or its ``envhub.toml``), or from an id
     (``acme/sql-shop``, ``acme/sql-shop@1.2.0``, ``acme/sql-shop>=1.2,<2``) pulled from the
     registry into the cache (or found there).
@@ -36,6 +40,11 @@ def load(ref_or_path: str | os.PathLike[str], *, trust_code: bool = False, regis
 
     A composite environment (``format = "mixture"``) loads its dependencies too: the
     locked versions inside a project, else the newest that fit its ``[dependencies]``.
+
+    An id that an installed environment package provides (``envhub plugins`` lists them)
+    loads from that package, when the id has no version or one the package satisfies, and
+    neither a lock nor ``registry`` says otherwise. ``plugins`` (default: this process's
+    plugin manager) provides installed environments and the kinds the manifest names.
 
     ``with_heldout`` also fetches held-out splits (the held-out store must grant access).
     Raises :class:`envhub.errors.EnvNotFoundError` for an unknown id or version,
@@ -58,9 +67,9 @@ def load(ref_or_path: str | os.PathLike[str], *, trust_code: bool = False, regis
         if not root.is_dir():
             raise UsageError(f"{text}: no such bundle directory",
                              hint="pass a directory with an envhub.toml, or an id such as acme/sql-shop@1.0.0")
-        manifest = load_manifest(root)
+        manifest = load_manifest(root, plugins=plugins)
         return _environment(manifest, root.resolve(), settings, trust_code=trust_code, with_heldout=with_heldout,
-                            offline=settings.offline if offline is None else offline)
+                            offline=settings.offline if offline is None else offline, plugins=plugins)
     from envhub.hub import pull
     from envhub.registry import load_registry_config
 
@@ -70,6 +79,11 @@ def load(ref_or_path: str | os.PathLike[str], *, trust_code: bool = False, regis
         locked = _locked(text, registry, locked)
         if locked is not None:
             result, url = _fetch_locked(*locked, settings, with_heldout=with_heldout, offline=offline)
+        elif registry is None and (package := find_installed(text, plugins)) is not None:
+            return _environment(load_manifest(package.path, plugins=plugins), package.path, settings,
+                                trust_code=trust_code, offline=offline, plugins=plugins,
+                                source=f"{package.name} installed by {package.distribution} "
+                                       f"{package.distribution_version} at {package.path}")
         else:
             url = config.url(registry)
             result = pull(text, url, settings, with_heldout=with_heldout, heldout_url=config.heldout_url(),
@@ -110,7 +124,8 @@ def _fetch_locked(env: Any, lock_path: Path, settings: Settings, *, with_heldout
 
 def _environment(manifest: Manifest, root: Path, settings: Settings, *, trust_code: bool,
                  heldout_root: Path | None = None, digest: str | None = None, source: str | None = None,
-                 locator: str | None = None, with_heldout: bool = False, offline: bool = False) -> Environment:
+                 locator: str | None = None, with_heldout: bool = False, offline: bool = False,
+                 plugins: PluginManager | None = None) -> Environment:
     if manifest.tasks.format == "mixture":
         from envhub.runtime._composite import CompositeEnvironment
 
@@ -130,7 +145,7 @@ def _environment(manifest: Manifest, root: Path, settings: Settings, *, trust_co
         raise TrustError(f"{name} runs its own code ({shown}), and it is not trusted", hint=hint)
     try:
         return Environment(manifest, root, code=code, heldout_root=heldout_root, digest=digest, source=source,
-                           locator=locator)
+                           locator=locator, plugins=plugins)
     except EnvhubError:
         raise
     except (ImportError, AttributeError, TypeError, SyntaxError, FileNotFoundError) as e:

@@ -22,10 +22,11 @@ from envhub.errors import EnvhubError
 from envhub.runtime._types import Task
 
 if TYPE_CHECKING:
+    from envhub.plugins import PluginManager
     from envhub.runtime._environment import Environment
     from envhub.runtime.policies import Policy
 
-__all__ = ["Executor", "LocalExecutor", "RolloutJob", "RolloutPlan", "rollout_seed", "run_rollout"]
+__all__ = ["Executor", "LocalExecutor", "RolloutJob", "RolloutPlan", "make_executor", "rollout_seed", "run_rollout"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,3 +159,26 @@ class LocalExecutor(Executor):
             for task in workers:
                 task.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
+
+
+def make_executor(name: str = "local", *, plugins: PluginManager | None = None) -> Executor:
+    """The executor registered as ``name`` (``local``, or one an installed plugin provides)
+    in ``plugins`` (default: this process's plugin manager).
+
+    Raises :class:`envhub.errors.UsageError` for a name nothing provides, and
+    :class:`envhub.errors.PluginConflictError` for one two plugins provide."""
+    from envhub.errors import UsageError
+
+    if plugins is None:
+        from envhub.plugins import plugin_manager
+
+        plugins = plugin_manager()
+    kind = plugins.lookup("executors", name)
+    if kind is None:
+        raise UsageError(f"unknown executor {name!r}; executors: {', '.join(plugins.names('executors'))}",
+                         hint="install the plugin that provides it ('envhub plugins' lists what is installed)")
+    executor = kind.make()
+    if not isinstance(executor, Executor):
+        raise UsageError(f"executor {name!r} made a {type(executor).__name__}, not an envhub Executor",
+                         hint="this is a bug of the plugin that provides it")
+    return executor

@@ -21,12 +21,16 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envhub.manifest._models import StateSection
 from envhub.runtime._types import Task
 
-__all__ = ["IN_MEMORY_LIMIT", "StateFactory", "StateHandle", "make_state_factory"]
+if TYPE_CHECKING:
+    from envhub.plugins import PluginManager
+
+__all__ = ["IN_MEMORY_LIMIT", "StateFactory", "StateHandle", "files_state", "make_state_factory", "python_state",
+           "sqlite_state"]
 
 #: Largest SQLite snapshot copied into memory per episode, in bytes.
 IN_MEMORY_LIMIT = 64 * 1024 * 1024
@@ -120,24 +124,46 @@ class _Python(StateFactory):
         return StateHandle(value, close if callable(close) else None)
 
 
-def make_state_factory(spec: StateSection, root: Path, load_entry_point: Callable[[str], Any]) -> StateFactory:
-    """The factory for ``[state]`` of the bundle at ``root``.
+def files_state(spec: StateSection, root: Path) -> StateFactory:
+    """``files``: a copy of the ``snapshot`` directory (or an empty one) per state."""
+    snapshot = root / spec.snapshot if spec.snapshot else None
+    if snapshot is not None and not snapshot.is_dir():
+        raise FileNotFoundError(f"state snapshot {spec.snapshot} is not a directory in {root}")
+    return _Files(snapshot)
 
-    Raises :class:`FileNotFoundError` for a missing snapshot, and whatever
-    ``load_entry_point`` raises (:class:`envhub.errors.TrustError`) for python state.
+
+def sqlite_state(spec: StateSection, root: Path) -> StateFactory:
+    """``sqlite``: a private copy of the ``snapshot`` database per state."""
+    assert spec.snapshot is not None  # rule S1
+    snapshot = root / spec.snapshot
+    if not snapshot.is_file():
+        raise FileNotFoundError(f"state snapshot {spec.snapshot} is not a file in {root}")
+    return _Sqlite(snapshot)
+
+
+def python_state(spec: StateSection, load_entry_point: Callable[[str], Any]) -> StateFactory:
+    """``python``: an instance of the bundle's ``entry-point`` class per state."""
+    assert spec.entry_point is not None  # rule S3
+    return _Python(load_entry_point(spec.entry_point), spec.entry_point)
+
+
+def make_state_factory(spec: StateSection, root: Path, load_entry_point: Callable[[str], Any], *,
+                       plugins: PluginManager | None = None) -> StateFactory:
+    """The factory for ``[state]`` of the bundle at ``root``, from the state kind
+    ``plugins`` (default: this process's plugin manager) provides, built-in ones included.
+
+    Raises :class:`FileNotFoundError` for a missing snapshot, whatever ``load_entry_point``
+    raises (:class:`envhub.errors.TrustError`) for python state, and
+    :class:`envhub.errors.PluginError` for a kind no installed plugin provides.
     """
-    if spec.kind == "files":
-        snapshot = root / spec.snapshot if spec.snapshot else None
-        if snapshot is not None and not snapshot.is_dir():
-            raise FileNotFoundError(f"state snapshot {spec.snapshot} is not a directory in {root}")
-        return _Files(snapshot)
-    if spec.kind == "sqlite":
-        assert spec.snapshot is not None  # rule S1
-        snapshot = root / spec.snapshot
-        if not snapshot.is_file():
-            raise FileNotFoundError(f"state snapshot {spec.snapshot} is not a file in {root}")
-        return _Sqlite(snapshot)
-    if spec.kind == "python":
-        assert spec.entry_point is not None  # rule S3
-        return _Python(load_entry_point(spec.entry_point), spec.entry_point)
-    return StateFactory()
+    from envhub.errors import PluginError
+
+    if plugins is None:
+        from envhub.plugins import plugin_manager
+
+        plugins = plugin_manager()
+    kind = plugins.lookup("state_kinds", spec.kind)
+    if kind is None:
+        raise PluginError(f"unknown state kind {spec.kind!r}; known kinds: {', '.join(plugins.names('state_kinds'))}",
+                          hint="install the plugin that provides it ('envhub plugins' lists what is installed)")
+    return kind.factory(spec, root, load_entry_point)  # type: ignore[no-any-return]

@@ -12,14 +12,17 @@ import inspect
 import random
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, overload
+from typing import TYPE_CHECKING, Any, overload
 
 from envhub.errors import BundleError, EnvNotFoundError, UsageError
 from envhub.manifest._models import Split, TasksSection
 from envhub.problems import Problem
 from envhub.runtime._types import Task
 
-__all__ = ["GeneratedTasks", "TaskSource"]
+if TYPE_CHECKING:
+    from envhub.plugins import PluginManager
+
+__all__ = ["GeneratedTasks", "TaskSource", "read_jsonl"]
 
 
 class GeneratedTasks(Sequence[Task]):
@@ -50,8 +53,9 @@ class TaskSource:
     the public bundle (``pull --with-heldout``)."""
 
     def __init__(self, spec: TasksSection, root: Path, heldout_root: Path | None, env_name: str,
-                 load_entry_point: Callable[[str], Any]) -> None:
+                 load_entry_point: Callable[[str], Any], *, plugins: PluginManager | None = None) -> None:
         self.spec = spec
+        self._plugins = plugins
         self.root = root
         self.heldout_root = heldout_root
         self.env_name = env_name
@@ -119,7 +123,10 @@ class TaskSource:
     def _generated(self, name: str, seeds: list[int], *, seed: int | None, limit: int | None) -> Sequence[Task]:
         if self._generator is None:
             assert self.spec.generator is not None  # rule T-generator
-            self._generator = self._load_entry_point(self.spec.generator)
+            if ":" in self.spec.generator:  # the bundle's own code (needs trust)
+                self._generator = self._load_entry_point(self.spec.generator)
+            else:  # a plugin's named generator: installed code
+                self._generator = self._plugin("task_generators", self.spec.generator, "task generator").generate
             self._generator_takes = frozenset(inspect.signature(self._generator).parameters)
         start, stop = seeds
         order: Sequence[int] = range(start, stop)
@@ -160,18 +167,43 @@ class TaskSource:
                          "or have a server score it ('envhub serve')")
             raise BundleError(f"{self.env_name}: the task file of split {name!r} is missing",
                               [Problem("error", "missing-file", "no such file", file=str(self.root / (split.path or "")))])
-        rows = _read_rows(path, self.spec.format)
+        rows = self._read_rows(path)
         tasks = [self._task(name, row, i) for i, row in enumerate(rows)]
         self._rows[name] = tasks
         return tasks
 
 
-def _read_rows(path: Path, format: str) -> list[dict[str, Any]]:
-    if format == "parquet":
-        import pyarrow.parquet as pq
+    def _plugin(self, hook: str, name: str, what: str) -> Any:
+        from envhub.errors import PluginError
 
-        rows: list[dict[str, Any]] = pq.read_table(path).to_pylist()
+        if self._plugins is None:
+            from envhub.plugins import plugin_manager
+
+            self._plugins = plugin_manager()
+        found = self._plugins.lookup(hook, name)
+        if found is None:
+            raise PluginError(f"{self.env_name}: unknown {what} {name!r}; known: {', '.join(self._plugins.names(hook))}",
+                              hint="install the plugin that provides it ('envhub plugins' lists what is installed)")
+        return found
+
+    def _read_rows(self, path: Path) -> list[Mapping[str, Any]]:
+        """The rows of a task file, read by its format's reader (a plugin's, or built in)."""
+        format = self._plugin("task_formats", self.spec.format, "task format")
+        if format.read is None:
+            raise BundleError(f"{self.env_name}: format {self.spec.format!r} has no task files", [])
+        rows = []
+        for number, row in enumerate(format.read(path), 1):
+            if not isinstance(row, Mapping):
+                raise BundleError(f"{path}: row {number} is a {type(row).__name__}, not a task (a mapping)",
+                                  [Problem("error", "not-an-object", "each row must be a mapping of fields",
+                                           file=str(path))])
+            rows.append(row if isinstance(row, dict) else dict(row))
         return rows
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    """The objects of a JSONL task file, one per non-blank line. Raises BundleError naming
+    the line that is not a JSON object."""
     import orjson
 
     out = []

@@ -5,7 +5,11 @@
 - ``reference``: replays the environment's reference solution (``env.reference_actions``);
 - ``noop``: always answers with an empty message (the floor a verifier must not reward);
 - ``openai:MODEL``: any OpenAI-compatible chat-completions endpoint, tools included;
-- ``python:module:func`` or ``python:path/to/file.py:func``: a function of your own.
+- ``python:module:func`` or ``python:path/to/file.py:func``: a function of your own;
+- ``NAME`` or ``NAME:ARGUMENT``: a policy an installed plugin provides.
+
+Each of these is a :class:`~envhub.hookspecs.PolicyKind` registered through the plugin
+hook ``envhub_policies``, the built-in ones by envhub's own plugin.
 
 A policy is shared by every episode of a run, concurrently, so it keeps no per-episode state
 of its own; :func:`track_usage` collects an episode's token usage without it.
@@ -32,20 +36,21 @@ from envhub.runtime._chat import DEFAULT_BASE_URL, ChatClient, ChatResult
 from envhub.runtime._types import Action, Message, Observation, Task
 
 if TYPE_CHECKING:
+    from envhub.plugins import PluginManager
     from envhub.settings import Settings
 
 __all__ = [
     "NoopPolicy",
     "OpenAIPolicy",
     "Policy",
+    "PolicyOptions",
     "PythonPolicy",
     "ReferencePolicy",
     "Usage",
     "make_policy",
+    "openai_policy",
     "track_usage",
 ]
-
-POLICY_FORMS = ("reference", "noop", "openai:MODEL", "python:module:func", "python:path/to/file.py:func")
 
 
 class Policy(ABC):
@@ -318,6 +323,40 @@ def _import_error(module: str, e: BaseException) -> PolicyError:
 # --- make_policy ------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class PolicyOptions:
+    """What a run gives the policy it makes (each policy uses what it needs): the endpoint
+    and key of model policies, the sampling parameters, retries, timeout, connection pool,
+    and the settings read from the environment."""
+
+    base_url: str | None = None
+    api_key: str | None = None
+    sampling: Mapping[str, Any] | Any | None = None
+    max_retries: int = 5
+    timeout: float = 120.0
+    max_connections: int = 256
+    settings: Settings | None = None
+
+
+def openai_policy(model: str, options: PolicyOptions) -> OpenAIPolicy:
+    """``openai:MODEL``. The endpoint is ``options.base_url``, else ``OPENAI_BASE_URL``, else
+    OpenAI's; the key ``options.api_key``, else ``OPENAI_API_KEY``. Raises PolicyError
+    when OpenAI's own endpoint is named without a key."""
+    settings = options.settings
+    if settings is None:
+        from envhub.settings import load_settings
+
+        settings = load_settings()
+    url = options.base_url or settings.openai_base_url or DEFAULT_BASE_URL
+    key = options.api_key or settings.openai_api_key
+    if not key and _is_openai(url):
+        raise PolicyError(f"policy 'openai:{model}' needs an API key for {url}",
+                          hint="set OPENAI_API_KEY, or pass --base-url for a local server that needs no key")
+    client = ChatClient(url, key, timeout=options.timeout, max_retries=options.max_retries,
+                        max_connections=options.max_connections)
+    return OpenAIPolicy(model, client, sampling=options.sampling)
+
+
 def make_policy(
     spec: str,
     *,
@@ -328,35 +367,39 @@ def make_policy(
     timeout: float = 120.0,
     max_connections: int = 256,
     settings: Settings | None = None,
+    plugins: PluginManager | None = None,
 ) -> Policy:
-    """The policy ``spec`` names: ``reference``, ``noop``, ``openai:MODEL``, ``python:module:func``
-    or ``python:path/to/file.py:func``.
+    """The policy ``spec`` names: ``reference``, ``noop``, ``openai:MODEL``, ``python:module:func``,
+    ``python:path/to/file.py:func``, or one an installed plugin provides (``NAME[:ARGUMENT]``),
+    as ``plugins`` (default: this process's plugin manager) knows them.
 
     For ``openai:``, the endpoint is ``base_url``, else ``OPENAI_BASE_URL``, else OpenAI's;
     the key is ``api_key``, else ``OPENAI_API_KEY`` (both read through ``settings``).
     ``sampling`` (a mapping or the manifest's ``[config.sampling]``) is sent with every request.
 
-    Raises :class:`UsageError` for a spec of none of these forms, and :class:`PolicyError` when
-    OpenAI's endpoint is named without a key or a python policy cannot be imported.
+    Raises :class:`UsageError` for a spec of none of these forms,
+    :class:`envhub.errors.PluginConflictError` for a name two plugins provide, and
+    :class:`PolicyError` when OpenAI's endpoint is named without a key or a python policy
+    cannot be imported.
     """
-    kind, _, rest = spec.partition(":")
-    if spec == "reference":
-        return ReferencePolicy()
-    if spec == "noop":
-        return NoopPolicy()
-    if kind == "openai" and rest:
-        if settings is None:
-            from envhub.settings import load_settings
+    if plugins is None:
+        from envhub.plugins import plugin_manager
 
-            settings = load_settings()
-        url = base_url or settings.openai_base_url or DEFAULT_BASE_URL
-        key = api_key or settings.openai_api_key
-        if not key and _is_openai(url):
-            raise PolicyError(f"policy {spec!r} needs an API key for {url}",
-                              hint="set OPENAI_API_KEY, or pass --base-url for a local server that needs no key")
-        client = ChatClient(url, key, timeout=timeout, max_retries=max_retries, max_connections=max_connections)
-        return OpenAIPolicy(rest, client, sampling=sampling)
-    if kind == "python" and rest:
-        return load_python_policy(rest)
-    raise UsageError(f"unknown policy {spec!r}; a policy is one of: {', '.join(POLICY_FORMS)}",
-                     hint="e.g. --policy openai:gpt-4o-mini --base-url http://127.0.0.1:8000/v1")
+        plugins = plugin_manager()
+    name, sep, argument = spec.partition(":")
+    kind = plugins.lookup("policies", name) if name else None
+    if kind is None or kind.takes_argument != bool(argument) or (sep and not kind.takes_argument):
+        forms = [form for n in _policy_order(plugins) for form in (plugins.lookup("policies", n).forms or (n,))]
+        raise UsageError(f"unknown policy {spec!r}; a policy is one of: {', '.join(forms)}",
+                         hint="e.g. --policy openai:gpt-4o-mini --base-url http://127.0.0.1:8000/v1")
+    options = PolicyOptions(base_url=base_url, api_key=api_key, sampling=sampling, max_retries=max_retries,
+                            timeout=timeout, max_connections=max_connections, settings=settings)
+    return kind.make(argument, options)  # type: ignore[no-any-return]
+
+
+def _policy_order(plugins: PluginManager) -> list[str]:
+    """Built-in policies in the order they are documented, then plugins' by name."""
+    from envhub._builtins import POLICIES
+
+    builtin = [kind.name for kind in POLICIES]
+    return builtin + [n for n in plugins.names("policies") if n not in builtin]

@@ -8,6 +8,7 @@ from envhub.tasks._scan import (
     duplicate_id_problems,
     scan_jsonl,
     scan_parquet,
+    scan_rows,
 )
 
 __all__ = [
@@ -18,4 +19,5 @@ __all__ = [
     "duplicate_id_problems",
     "scan_jsonl",
     "scan_parquet",
+    "scan_rows",
 ]

@@ -11,7 +11,7 @@ bundle; where a repeated id first appeared is worked out only if there is one
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -22,7 +22,7 @@ import orjson
 from envhub.problems import Problem
 
 __all__ = ["DEFAULT_MAX_LINE_BYTES", "IdSource", "SplitScan", "TaskIds", "duplicate_id_problems",
-           "scan_jsonl", "scan_parquet"]
+           "scan_jsonl", "scan_parquet", "scan_rows"]
 
 DEFAULT_MAX_LINE_BYTES = 8 * 1024 * 1024
 # 1 MiB blocks: big enough that hashing a block releases the GIL for long, small enough
@@ -316,6 +316,50 @@ def scan_parquet(
     return SplitScan(rows=rows, sha256=sha, problems=problems.finish())
 
 
+def scan_rows(
+    path: Path,
+    rows: Callable[[Path], Iterable[Mapping[str, object]]],
+    *,
+    display: str,
+    id_field: str,
+    fields: Sequence[str] = (),
+    numeric_fields: Sequence[str] = (),
+    task_ids: TaskIds | None = None,
+) -> SplitScan:
+    """Scan a task file of a plugin's format, through its reader ``rows(path)``: the same
+    checks as for JSONL, with problems located by row number (1-based)."""
+    problems = _Problems(display)
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(_BLOCK), b""):
+            digest.update(block)
+    task_ids = task_ids if task_ids is not None else TaskIds()
+    required = list(dict.fromkeys(fields))
+    count = 0
+    try:
+        for count, row in enumerate(rows(path), start=1):
+            if not isinstance(row, Mapping):
+                problems.error("not-an-object", f"row {count}: expected a mapping of fields, got {type(row).__name__}")
+                continue
+            for name in required:
+                if row.get(name) is None:
+                    problems.error("missing-field", f"row {count} has no {name!r} field",
+                                   hint=f"every task needs {', '.join(map(repr, required))}")
+            for name in numeric_fields:
+                value = row.get(name)
+                if value is not None and type(value) not in _NUMBER_TYPES:
+                    problems.error("not-a-number", f"row {count}: {name!r} must be a number, got {_json_kind(value)}")
+            if row.get(id_field) is not None:
+                if _valid_id(row[id_field]):
+                    task_ids.add(row[id_field])
+                else:
+                    problems.error("bad-id", f"row {count}: {id_field!r} must be a non-empty string or an integer, "
+                                             f"got {_json_kind(row[id_field])}")
+    except Exception as e:  # the plugin's reader: report what it raised, as the file's problem
+        problems.error("unreadable", f"cannot read the file: {type(e).__name__}: {e}")
+    return SplitScan(rows=count, sha256=digest.hexdigest(), problems=problems.finish())
+
+
 @dataclass(frozen=True)
 class IdSource:
     """One split's task file, for :func:`duplicate_id_problems`."""
@@ -323,10 +367,16 @@ class IdSource:
     split: str
     path: Path
     display: str
-    format: str  # "jsonl" or "parquet"
+    format: str  # "jsonl", "parquet", or a plugin's format (read by ``read``)
+    read: Callable[[Path], Iterable[Mapping[str, object]]] | None = None
 
 
 def _ids_with_positions(source: IdSource, id_field: str) -> Iterator[tuple[object, int]]:
+    if source.read is not None:
+        for i, row in enumerate(source.read(source.path), start=1):
+            if isinstance(row, Mapping) and _valid_id(row.get(id_field)):
+                yield row[id_field], i
+        return
     if source.format == "parquet":
         import pyarrow.parquet as pq
 
@@ -349,7 +399,7 @@ def duplicate_id_problems(sources: Sequence[IdSource], id_field: str) -> list[Pr
     first: dict[object, tuple[str, int]] = {}
     out: list[Problem] = []
     for source in sources:
-        what = "row" if source.format == "parquet" else "line"
+        what = "line" if source.format == "jsonl" else "row"
         problems = _Problems(source.display)
         for task_id, position in _ids_with_positions(source, id_field):
             seen = first.setdefault(task_id, (source.split, position))

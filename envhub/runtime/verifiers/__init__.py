@@ -6,7 +6,7 @@ docs/verifiers.md says exactly how each kind scores.
 """
 
 from envhub.runtime.verifiers._base import MissingFieldError, Verifier, VerifierContext, VerifierError, task_value
-from envhub.runtime.verifiers._build import Factory, build_verifier, default_factories
+from envhub.runtime.verifiers._build import Factory, build_verifier, default_factories, plugin_factories
 from envhub.runtime.verifiers._code_tests import CodeTestsVerifier, extract_code
 from envhub.runtime.verifiers._exact import ExactMatchVerifier, normalize
 from envhub.runtime.verifiers._json import JsonMatchVerifier, parse_json_answer
@@ -46,6 +46,7 @@ __all__ = [
     "extract_number",
     "normalize",
     "parse_json_answer",
+    "plugin_factories",
     "run_python_tests",
     "task_value",
 ]

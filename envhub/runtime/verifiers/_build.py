@@ -1,94 +1,116 @@
-"""Building a verifier from its manifest spec, through one table of kinds."""
+"""Building a verifier from its manifest spec, through the verifier kinds plugins register.
+
+The kinds come from the plugin manager's ``envhub_verifier_kinds`` hook, where envhub's own
+kinds are registered too (``envhub._builtins``). A table of ``kind -> factory`` can also
+be passed directly (``factories=``), to build with kinds of one's own without a plugin.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from envhub.runtime.verifiers._base import Verifier, VerifierContext, VerifierError
 
-__all__ = ["Factory", "build_verifier", "default_factories"]
+if TYPE_CHECKING:
+    from envhub.hookspecs import VerifierKind
+    from envhub.plugins import PluginManager
+
+__all__ = ["Factory", "build_verifier", "default_factories", "plugin_factories"]
 
 #: Makes the verifier of one spec: ``factory(spec, ctx, factories)``. ``factories`` is the
 #: table the factory was found in, so a rubric builds its criteria with the same kinds.
 Factory = Callable[[Any, VerifierContext, Mapping[str, "Factory"]], Verifier]
 
 
-def _exact_match(spec: Any, ctx: VerifierContext, factories: Mapping[str, Factory]) -> Verifier:
-    from envhub.runtime.verifiers._exact import ExactMatchVerifier
-
-    return ExactMatchVerifier(spec)
-
-
-def _numeric(spec: Any, ctx: VerifierContext, factories: Mapping[str, Factory]) -> Verifier:
-    from envhub.runtime.verifiers._numeric import NumericVerifier
-
-    return NumericVerifier(spec)
-
-
-def _regex(spec: Any, ctx: VerifierContext, factories: Mapping[str, Factory]) -> Verifier:
-    from envhub.runtime.verifiers._regex import RegexVerifier
-
-    return RegexVerifier(spec)
-
-
-def _json_match(spec: Any, ctx: VerifierContext, factories: Mapping[str, Factory]) -> Verifier:
-    from envhub.runtime.verifiers._json import JsonMatchVerifier
-
-    return JsonMatchVerifier(spec)
-
-
-def _python(spec: Any, ctx: VerifierContext, factories: Mapping[str, Factory]) -> Verifier:
-    from envhub.runtime.verifiers._python import PythonEntryPointVerifier
-
-    return PythonEntryPointVerifier(spec, ctx)
-
-
-def _code_tests(spec: Any, ctx: VerifierContext, factories: Mapping[str, Factory]) -> Verifier:
-    from envhub.runtime.verifiers._code_tests import CodeTestsVerifier
-
-    return CodeTestsVerifier(spec)
-
-
-def _llm_judge(spec: Any, ctx: VerifierContext, factories: Mapping[str, Factory]) -> Verifier:
-    # Imported here: the judge's HTTP client is only paid for by environments that use it.
-    from envhub.runtime.verifiers._llm_judge import LlmJudgeVerifier
-
-    return LlmJudgeVerifier(spec, ctx)
-
-
-def _rubric(spec: Any, ctx: VerifierContext, factories: Mapping[str, Factory]) -> Verifier:
-    from envhub.runtime.verifiers._rubric import RubricVerifier
-
-    return RubricVerifier(spec, lambda criterion: build_verifier(criterion, ctx, factories=factories))
-
-
 def default_factories() -> dict[str, Factory]:
-    """A new table of the built-in verifier kinds (a fresh dict: callers may add to it)."""
-    return {
-        "exact-match": _exact_match,
-        "numeric": _numeric,
-        "regex": _regex,
-        "json-match": _json_match,
-        "python": _python,
-        "code-tests": _code_tests,
-        "rubric": _rubric,
-        "llm-judge": _llm_judge,
-    }
+    """A new table of the built-in verifier kinds, as the built-in plugin registers them
+    (a fresh dict: callers may add to it)."""
+    from envhub._builtins import VERIFIER_KINDS
+
+    return {kind.name: kind.factory for kind in VERIFIER_KINDS}
 
 
-def build_verifier(spec: Any, ctx: VerifierContext, *, factories: Mapping[str, Factory] | None = None) -> Verifier:
-    """The verifier for ``spec`` (a ``[verifier]`` model or a rubric criterion model).
+class _PluginFactories(Mapping[str, Factory]):
+    """``kind -> factory`` for every kind a plugin manager knows. A plugin kind's factory
+    is given the kind's options (validated with the plugin's options model), not the
+    manifest's table; looking up a kind two plugins provide raises PluginConflictError."""
 
-    Raises :class:`VerifierError` for a kind with no factory, :class:`envhub.errors.TrustError`
-    (from ``ctx.load_entry_point``) when the kind needs untrusted bundle code, and
-    :class:`VerifierError` when the spec cannot make a working verifier.
+    def __init__(self, plugins: PluginManager) -> None:
+        self._plugins = plugins
+
+    def __getitem__(self, kind: str) -> Factory:
+        found = self._plugins.lookup("verifier_kinds", kind) if isinstance(kind, str) else None
+        if found is None:
+            raise KeyError(kind)
+        return found.factory if _is_builtin_spec(kind) else _with_options(found)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._plugins.names("verifier_kinds"))
+
+    def __len__(self) -> int:
+        return len(self._plugins.names("verifier_kinds"))
+
+
+def _is_builtin_spec(kind: str) -> bool:
+    from envhub.manifest._models import VERIFIER_KINDS
+
+    return kind in VERIFIER_KINDS
+
+
+def _with_options(kind: VerifierKind) -> Factory:
+    def factory(spec: Any, ctx: VerifierContext, factories: Mapping[str, Factory]) -> Verifier:
+        return kind.factory(plugin_options(kind, spec), ctx, factories)
+
+    return factory
+
+
+def plugin_options(kind: VerifierKind, spec: Any) -> Any:
+    """The options a plugin kind's factory is given: its options model validated from the
+    manifest table's options, or those options as a dict. Raises VerifierError when they
+    do not validate (the manifest was not validated with this plugin installed)."""
+    from envhub.plugins import options_model
+
+    options = spec.options if hasattr(spec, "options") else dict(spec)
+    model = options_model(kind)
+    if model is None:
+        return dict(options)
+    from pydantic import ValidationError
+
+    try:
+        return model.model_validate(options)  # type: ignore[attr-defined]
+    except ValidationError as e:
+        raise VerifierError(f"invalid options for verifier kind {kind.name!r}: {e}",
+                            hint="run 'envhub validate' on the bundle") from e
+
+
+def plugin_factories(plugins: PluginManager | None = None) -> Mapping[str, Factory]:
+    """The factories of every verifier kind ``plugins`` (default: this process's plugin
+    manager) provides, built-in ones included."""
+    from envhub.plugins import plugin_manager
+
+    return _PluginFactories(plugins if plugins is not None else plugin_manager())
+
+
+def build_verifier(spec: Any, ctx: VerifierContext, *, factories: Mapping[str, Factory] | None = None,
+                   plugins: PluginManager | None = None) -> Verifier:
+    """The verifier for ``spec`` (a ``[verifier]`` model or a rubric criterion model), made
+    by the factory of its kind in ``factories``, else in ``plugins`` (default: this
+    process's plugin manager).
+
+    Raises :class:`VerifierError` for a kind with no factory,
+    :class:`envhub.errors.PluginConflictError` for a kind two plugins provide,
+    :class:`envhub.errors.TrustError` (from ``ctx.load_entry_point``) when the kind needs
+    untrusted bundle code, and :class:`VerifierError` when the spec cannot make a working
+    verifier.
     """
-    table = default_factories() if factories is None else factories
+    table = factories if factories is not None else plugin_factories(plugins)
     kind = getattr(spec, "kind", None)
     try:
         factory = table[kind]  # type: ignore[index]
     except KeyError:
         known = ", ".join(sorted(table))
-        raise VerifierError(f"unknown verifier kind {kind!r}; known kinds: {known}") from None
+        raise VerifierError(f"unknown verifier kind {kind!r}; known kinds: {known}",
+                            hint="install the plugin that provides it ('envhub plugins' lists what is installed)"
+                            ) from None
     return factory(spec, ctx, table)

@@ -1,0 +1,303 @@
+"""envhub's own kinds, registered on every :class:`~envhub.plugins.PluginManager` through
+the same hooks as third-party plugins, so the plugin path is always the path taken.
+
+Each factory imports what it builds when it is called: listing the built-in kinds (or
+looking one up) imports nothing but this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from envhub.hookspecs import (
+    EnvironmentPackage,
+    ExecutorKind,
+    HarnessProtocol,
+    PolicyKind,
+    RegistryBackend,
+    StateKind,
+    TaskFormat,
+    TaskGenerator,
+    VerifierKind,
+    hookimpl,
+)
+
+if TYPE_CHECKING:
+    from envhub.plugins import PluginManager
+    from envhub.registry import Registry
+    from envhub.runtime._runner import Executor
+    from envhub.runtime._state import StateFactory
+    from envhub.runtime.policies import Policy, PolicyOptions
+    from envhub.runtime.verifiers import Verifier, VerifierContext
+    from envhub.settings import Settings
+
+__all__ = ["Builtins"]
+
+Factories = Mapping[str, Callable[..., Any]]
+
+
+# --- verifier kinds -------------------------------------------------------------------------
+
+
+def _exact_match(spec: Any, ctx: VerifierContext, factories: Factories) -> Verifier:
+    from envhub.runtime.verifiers._exact import ExactMatchVerifier
+
+    return ExactMatchVerifier(spec)
+
+
+def _numeric(spec: Any, ctx: VerifierContext, factories: Factories) -> Verifier:
+    from envhub.runtime.verifiers._numeric import NumericVerifier
+
+    return NumericVerifier(spec)
+
+
+def _regex(spec: Any, ctx: VerifierContext, factories: Factories) -> Verifier:
+    from envhub.runtime.verifiers._regex import RegexVerifier
+
+    return RegexVerifier(spec)
+
+
+def _json_match(spec: Any, ctx: VerifierContext, factories: Factories) -> Verifier:
+    from envhub.runtime.verifiers._json import JsonMatchVerifier
+
+    return JsonMatchVerifier(spec)
+
+
+def _python(spec: Any, ctx: VerifierContext, factories: Factories) -> Verifier:
+    from envhub.runtime.verifiers._python import PythonEntryPointVerifier
+
+    return PythonEntryPointVerifier(spec, ctx)
+
+
+def _code_tests(spec: Any, ctx: VerifierContext, factories: Factories) -> Verifier:
+    from envhub.runtime.verifiers._code_tests import CodeTestsVerifier
+
+    return CodeTestsVerifier(spec)
+
+
+def _llm_judge(spec: Any, ctx: VerifierContext, factories: Factories) -> Verifier:
+    # Imported here: the judge's HTTP client is only paid for by environments that use it.
+    from envhub.runtime.verifiers._llm_judge import LlmJudgeVerifier
+
+    return LlmJudgeVerifier(spec, ctx)
+
+
+def _rubric(spec: Any, ctx: VerifierContext, factories: Factories) -> Verifier:
+    from envhub.runtime.verifiers._build import build_verifier
+    from envhub.runtime.verifiers._rubric import RubricVerifier
+
+    return RubricVerifier(spec, lambda criterion: build_verifier(criterion, ctx, factories=factories))
+
+
+VERIFIER_KINDS = (
+    VerifierKind("exact-match", _exact_match, description="the completion equals a task field"),
+    VerifierKind("numeric", _numeric, description="a number within tolerance of a task field"),
+    VerifierKind("regex", _regex, description="the completion matches a pattern"),
+    VerifierKind("json-match", _json_match, description="JSON equal to (or a superset of) a task field"),
+    VerifierKind("python", _python, description="a function of the bundle's code (needs trust)"),
+    VerifierKind("code-tests", _code_tests, description="the task's tests pass in a sandbox"),
+    VerifierKind("rubric", _rubric, description="weighted criteria, each a verifier"),
+    VerifierKind("llm-judge", _llm_judge, description="a pinned judge model grades"),
+)
+
+
+# --- harness protocols ------------------------------------------------------------------------
+
+
+def _responder(env: Any, task: Any, messages: list[dict[str, Any]], state: Any) -> str | None:
+    return env._respond(task, messages, state)  # type: ignore[no-any-return]
+
+
+HARNESS_PROTOCOLS = (
+    HarnessProtocol("single-turn", max_turns=1, description="one model turn, then scoring"),
+    HarnessProtocol("multi-turn", respond=_responder,
+                    description="the bundle's responder answers each turn, or ends the episode"),
+    HarnessProtocol("tool-use", runs_tools=True, description="tool calls run until a turn makes none"),
+)
+
+
+# --- state kinds --------------------------------------------------------------------------------
+
+
+def _no_state(spec: Any, root: Path, load_entry_point: Callable[[str], Any]) -> StateFactory:
+    from envhub.runtime._state import StateFactory
+
+    return StateFactory()
+
+
+def _files_state(spec: Any, root: Path, load_entry_point: Callable[[str], Any]) -> StateFactory:
+    from envhub.runtime._state import files_state
+
+    return files_state(spec, root)
+
+
+def _sqlite_state(spec: Any, root: Path, load_entry_point: Callable[[str], Any]) -> StateFactory:
+    from envhub.runtime._state import sqlite_state
+
+    return sqlite_state(spec, root)
+
+
+def _python_state(spec: Any, root: Path, load_entry_point: Callable[[str], Any]) -> StateFactory:
+    from envhub.runtime._state import python_state
+
+    return python_state(spec, load_entry_point)
+
+
+STATE_KINDS = (
+    StateKind("none", _no_state, description="no state"),
+    StateKind("files", _files_state, description="a copy of a directory per reset"),
+    StateKind("sqlite", _sqlite_state, description="a copy of an SQLite database per reset"),
+    StateKind("python", _python_state, description="an object of the bundle's code (needs trust)"),
+)
+
+
+# --- task formats ---------------------------------------------------------------------------------
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    from envhub.runtime._tasks import read_jsonl
+
+    return read_jsonl(path)
+
+
+def _read_parquet(path: Path) -> list[dict[str, Any]]:
+    import pyarrow.parquet as pq
+
+    rows: list[dict[str, Any]] = pq.read_table(path).to_pylist()
+    return rows
+
+
+TASK_FORMATS = (
+    TaskFormat("jsonl", _read_jsonl, description="one JSON object per line"),
+    TaskFormat("parquet", _read_parquet, description="a Parquet table (needs envhub-rl[parquet])"),
+    TaskFormat("generator", None, description="tasks made from seeds by a generator"),
+    TaskFormat("mixture", None, description="a weighted mixture of dependencies' splits"),
+)
+
+
+# --- registry backends ------------------------------------------------------------------------------
+
+
+def _fsspec_registry(url: str, settings: Settings) -> Registry:
+    from envhub.registry._fsspec import FsspecRegistry
+
+    return FsspecRegistry(url)
+
+
+def _hf_registry(url: str, settings: Settings) -> Registry:
+    from envhub.registry._hf import HfRegistry
+
+    return HfRegistry(url, settings)
+
+
+REGISTRY_BACKENDS = (
+    RegistryBackend("file", _fsspec_registry, description="a directory (also a plain path)"),
+    RegistryBackend("memory", _fsspec_registry, description="fsspec's in-memory filesystem"),
+    RegistryBackend("s3", _fsspec_registry, description="S3 through s3fs (envhub-rl[s3])"),
+    RegistryBackend("hf", _hf_registry, description="the Hugging Face Hub"),
+)
+
+
+# --- policies ---------------------------------------------------------------------------------------
+
+
+def _reference(argument: str, options: PolicyOptions) -> Policy:
+    from envhub.runtime.policies import ReferencePolicy
+
+    return ReferencePolicy()
+
+
+def _noop(argument: str, options: PolicyOptions) -> Policy:
+    from envhub.runtime.policies import NoopPolicy
+
+    return NoopPolicy()
+
+
+def _openai(argument: str, options: PolicyOptions) -> Policy:
+    from envhub.runtime.policies import openai_policy
+
+    return openai_policy(argument, options)
+
+
+def _python_policy(argument: str, options: PolicyOptions) -> Policy:
+    from envhub.runtime.policies import load_python_policy
+
+    return load_python_policy(argument)
+
+
+POLICIES = (
+    PolicyKind("reference", _reference, description="replays each task's reference solution"),
+    PolicyKind("noop", _noop, description="always an empty answer"),
+    PolicyKind("openai", _openai, takes_argument=True, forms=("openai:MODEL",),
+               description="a model behind an OpenAI-compatible endpoint"),
+    PolicyKind("python", _python_policy, takes_argument=True,
+               forms=("python:module:func", "python:path/to/file.py:func"), description="a function of your own"),
+)
+
+
+# --- executors ----------------------------------------------------------------------------------------
+
+
+def _local_executor() -> Executor:
+    from envhub.runtime._runner import LocalExecutor
+
+    return LocalExecutor()
+
+
+EXECUTORS = (ExecutorKind("local", _local_executor, description="asyncio tasks in this process"),)
+
+
+# --- the plugin -------------------------------------------------------------------------------------
+
+
+class Builtins:
+    """The built-in plugin. An instance per manager: installed environments are read from
+    that manager's one scan of the installed entry points."""
+
+    def __init__(self, manager: PluginManager) -> None:
+        self._manager = manager
+
+    @hookimpl
+    def envhub_verifier_kinds(self) -> list[VerifierKind]:
+        return list(VERIFIER_KINDS)
+
+    @hookimpl
+    def envhub_harness_protocols(self) -> list[HarnessProtocol]:
+        return list(HARNESS_PROTOCOLS)
+
+    @hookimpl
+    def envhub_state_kinds(self) -> list[StateKind]:
+        return list(STATE_KINDS)
+
+    @hookimpl
+    def envhub_task_formats(self) -> list[TaskFormat]:
+        return list(TASK_FORMATS)
+
+    @hookimpl
+    def envhub_task_generators(self) -> list[TaskGenerator]:
+        return []  # generators are the bundle's own code, or a plugin's
+
+    @hookimpl
+    def envhub_registry_backends(self) -> list[RegistryBackend]:
+        return list(REGISTRY_BACKENDS)
+
+    @hookimpl
+    def envhub_policies(self) -> list[PolicyKind]:
+        return list(POLICIES)
+
+    @hookimpl
+    def envhub_executors(self) -> list[ExecutorKind]:
+        return list(EXECUTORS)
+
+    @hookimpl
+    def envhub_environments(self) -> list[EnvironmentPackage]:
+        from envhub.plugins import ENVIRONMENTS_GROUP
+        from envhub._packages import packages_from_entry_points
+
+        return list(_sorted(packages_from_entry_points(self._manager.entry_points(ENVIRONMENTS_GROUP))))
+
+
+def _sorted(packages: Iterator[EnvironmentPackage]) -> list[EnvironmentPackage]:
+    return sorted(packages, key=lambda p: (p.name, p.distribution or ""))

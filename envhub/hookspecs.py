@@ -1,0 +1,265 @@
+"""The hooks through which plugins extend envhub, and what each hook returns.
+
+A plugin is a module (or any object) with functions marked ``@hookimpl`` and named after
+the hooks below; a distribution makes it discoverable with an entry point in the group
+``envhub``::
+
+    # pyproject.toml
+    [project.entry-points.envhub]
+    levenshtein = "envhub_levenshtein"
+
+    # envhub_levenshtein.py
+    from envhub import hookimpl
+    from envhub.hookspecs import VerifierKind
+
+    @hookimpl
+    def envhub_verifier_kinds():
+        return [VerifierKind("levenshtein", make_verifier, options="envhub_levenshtein:Options")]
+
+Every hook is a *registration* hook: it takes no arguments and returns a list of named
+things (verifier kinds, protocols, ...). envhub calls each plugin's implementation on its
+own, so it knows which distribution provides which name: two plugins providing one name
+is an error naming both, raised when the name is used, and a plugin whose hook raises or
+returns something else is reported as broken while the others keep working. None of the
+hooks is ``firstresult``: "the first plugin that answers wins" would hide exactly those
+conflicts, and whichever plugin pluggy happened to call first would decide a reward.
+
+envhub's own kinds register through these same hooks (``envhub._builtins``), and their
+names are reserved: a plugin cannot replace a built-in kind, so installing a plugin never
+changes how an existing environment is scored.
+
+docs/plugins.md describes each hook with an example. Importing this module is cheap (no
+pydantic, no runtime): plugins import it when ``envhub plugins`` lists them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from envhub.registry import Registry
+    from envhub.runtime._runner import Executor
+    from envhub.runtime._state import StateFactory
+    from envhub.runtime.policies import Policy, PolicyOptions
+    from envhub.runtime.verifiers import Verifier, VerifierContext
+    from envhub.settings import Settings
+
+__all__ = [
+    "PROJECT",
+    "EnvironmentPackage",
+    "ExecutorKind",
+    "HarnessProtocol",
+    "PolicyKind",
+    "RegistryBackend",
+    "StateKind",
+    "TaskFormat",
+    "TaskGenerator",
+    "VerifierKind",
+    "hookimpl",
+    "hookspec",
+]
+
+#: The pluggy project name, and the entry-point group plugins are found in.
+PROJECT = "envhub"
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+#: Marks a plugin's hook implementations: ``from envhub import hookimpl``.
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+# --- what the hooks return ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VerifierKind:
+    """A ``[verifier]`` kind (also usable as a rubric criterion).
+
+    ``factory(spec, ctx, factories)`` builds the verifier of one manifest table. For a
+    plugin kind, ``spec`` is an instance of ``options`` validated from the table's keys
+    other than ``kind`` (and, in a rubric, ``name``, ``weight`` and ``required``), or a
+    plain dict of those keys when ``options`` is None. ``ctx`` is the
+    :class:`~envhub.runtime.verifiers.VerifierContext`; ``factories`` maps every kind to
+    its factory (to build nested verifiers). It returns a
+    :class:`~envhub.runtime.verifiers.Verifier`.
+
+    ``options`` is a pydantic model class, or ``"module:Class"`` naming one, imported only
+    when a manifest uses the kind (so listing plugins does not import pydantic).
+    ``envhub validate`` reports its validation errors with the manifest's line numbers.
+    """
+
+    name: str
+    factory: Callable[[Any, VerifierContext, Mapping[str, Any]], Verifier]
+    options: type | str | None = None
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class HarnessProtocol:
+    """A ``[harness] protocol``: what happens after each of the model's turns.
+
+    - ``runs_tools``: the assistant's tool calls are run and their results answered as tool
+      messages, and ``harness.tools`` is allowed; the episode goes on after such a turn.
+    - ``respond(env, task, messages, state)``: after a turn without tool calls, the
+      environment's next user message (a string), or None to end the episode. Without
+      ``respond`` such a turn ends the episode.
+    - ``max_turns``: a fixed number of model turns (``single-turn`` is 1); None means the
+      manifest's ``max-turns`` (default 10).
+
+    An episode always ends after its last allowed turn.
+    """
+
+    name: str
+    runs_tools: bool = False
+    respond: Callable[[Any, Any, list[dict[str, Any]], Any], str | None] | None = None
+    max_turns: int | None = None
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class StateKind:
+    """A ``[state] kind``. ``factory(spec, root, load_entry_point)`` returns a
+    :class:`~envhub.runtime.StateFactory` for the manifest's ``[state]`` table ``spec`` of
+    the bundle at ``root``; its ``new(task)`` makes one fresh
+    :class:`~envhub.runtime.StateHandle` (the value tools and verifiers receive, and how to
+    release it). ``load_entry_point`` resolves the bundle's own ``module:attr`` strings
+    (and refuses if the bundle is not trusted)."""
+
+    name: str
+    factory: Callable[[Any, Path, Callable[[str], Any]], StateFactory]
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class TaskFormat:
+    """A ``[tasks] format`` for task files: ``read(path)`` returns the file's rows, each a
+    mapping of task fields, in order. ``envhub validate`` reads files through it too, to
+    count rows and check ids and fields.
+
+    ``read`` is None only for envhub's structural formats (``generator``, ``mixture``),
+    whose tasks do not come from a file."""
+
+    name: str
+    read: Callable[[Path], Iterable[Mapping[str, Any]]] | None
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class TaskGenerator:
+    """A named task generator for ``format = "generator"`` manifests that say
+    ``generator = "NAME"`` (a name, not ``module:function``): ``generate(seed=..., split=...)``
+    returns one task (a mapping). It is installed code, so it needs no ``--trust``.
+    ``split`` is passed only if the function accepts it."""
+
+    name: str
+    generate: Callable[..., Mapping[str, Any]]
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class RegistryBackend:
+    """A registry backend for URLs of scheme ``name`` (``"foo"`` serves ``foo://...``):
+    ``open(url, settings)`` returns a :class:`~envhub.registry.Registry`."""
+
+    name: str
+    open: Callable[[str, Settings], Registry]
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class PolicyKind:
+    """A policy for ``--policy NAME`` or ``--policy NAME:ARGUMENT``:
+    ``make(argument, options)`` returns a :class:`~envhub.runtime.policies.Policy`;
+    ``argument`` is the text after the first ``:`` ("" when there is none) and ``options``
+    the :class:`~envhub.runtime.policies.PolicyOptions` of the run (endpoint, sampling,
+    settings, ...). ``takes_argument`` says whether the argument is required (True) or
+    refused (False). ``forms`` show the policy in error messages and help
+    (``("openai:MODEL",)``); the default is the name itself."""
+
+    name: str
+    make: Callable[[str, PolicyOptions], Policy]
+    takes_argument: bool = False
+    forms: Sequence[str] = ()
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class ExecutorKind:
+    """A rollout executor for ``envhub eval --executor NAME``: ``make()`` returns an
+    :class:`~envhub.runtime.Executor` that runs a plan's rollouts and yields their
+    records."""
+
+    name: str
+    make: Callable[[], Executor]
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class EnvironmentPackage:
+    """An installed environment: the bundle directory ``path`` (with its ``envhub.toml``)
+    of the environment ``name`` (``namespace/name``).
+
+    Environment packages usually need no code of their own: an entry point in the group
+    ``envhub.environments`` (see docs/plugins.md) is read by envhub's built-in
+    implementation of :func:`envhub_environments` without importing the package.
+    ``distribution`` and ``version`` say where it comes from (the distribution's name and
+    version); ``error`` marks an entry that cannot be used, and why."""
+
+    name: str
+    path: Path | None
+    distribution: str | None = None
+    distribution_version: str | None = None
+    version: str | None = None
+    error: str | None = None
+
+
+# --- the hooks ------------------------------------------------------------------------------
+
+
+@hookspec
+def envhub_verifier_kinds() -> Sequence[VerifierKind]:
+    """Verifier kinds this plugin provides, for ``[verifier] kind`` and rubric criteria."""
+
+
+@hookspec
+def envhub_harness_protocols() -> Sequence[HarnessProtocol]:
+    """Harness protocols this plugin provides, for ``[harness] protocol``."""
+
+
+@hookspec
+def envhub_state_kinds() -> Sequence[StateKind]:
+    """State kinds this plugin provides, for ``[state] kind``."""
+
+
+@hookspec
+def envhub_task_formats() -> Sequence[TaskFormat]:
+    """Task file formats this plugin provides, for ``[tasks] format``."""
+
+
+@hookspec
+def envhub_task_generators() -> Sequence[TaskGenerator]:
+    """Named task generators this plugin provides, for ``[tasks] generator = "NAME"``."""
+
+
+@hookspec
+def envhub_registry_backends() -> Sequence[RegistryBackend]:
+    """Registry backends this plugin provides, one per URL scheme."""
+
+
+@hookspec
+def envhub_policies() -> Sequence[PolicyKind]:
+    """Policies this plugin provides, by the name before the first ``:`` of a policy spec."""
+
+
+@hookspec
+def envhub_executors() -> Sequence[ExecutorKind]:
+    """Rollout executors this plugin provides, for ``envhub eval --executor``."""
+
+
+@hookspec
+def envhub_environments() -> Sequence[EnvironmentPackage]:
+    """Environments this plugin makes loadable by name (``envhub.load("ns/name")``)."""
