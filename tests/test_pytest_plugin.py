@@ -9,8 +9,10 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -54,10 +56,17 @@ def run_pytest(cwd: Path, *args: str, home: Path | None = None) -> Run:
     return Run(proc.returncode, proc.stdout + proc.stderr)
 
 
-def run_envhub(cwd: Path, *args: str, home: Path) -> Run:
-    proc = subprocess.run([str(BIN / "envhub"), *args], cwd=cwd, capture_output=True, text=True, env=environ(home),
-                          timeout=120)
-    return Run(proc.returncode, proc.stdout + proc.stderr)
+@pytest.fixture
+def validate(envhub_cli: Any, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Run]:
+    """``envhub validate ARGS`` run in ``cwd`` (in-process, through the CLI's error boundary),
+    to compare what it prints with what the plugin shows."""
+
+    def run(cwd: Path, *args: str) -> Run:
+        monkeypatch.chdir(cwd)
+        result = envhub_cli("validate", *args)
+        return Run(result.code, result.out + result.err)
+
+    return run
 
 
 def every(outcome: str, **others: str) -> dict[str, str]:
@@ -101,12 +110,18 @@ def leaky_state(root: Path) -> Path:
     return root
 
 
+#: An author's test in a bundle: envhub_env is the bundle above it.
+ENV_TEST = "def test_env(envhub_env):\n    assert envhub_env.tools or envhub_env.name == 'acme/declarative'\n"
+
+
 @pytest.fixture(scope="session")
 def zoo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One directory of bundles: a good one with tool-use and SQLite state, and one per way of
     breaking a check."""
     root = tmp_path_factory.mktemp("zoo")
-    scaffold(root, "acme/good", protocol="tool-use", state="sqlite")
+    good = scaffold(root, "acme/good", protocol="tool-use", state="sqlite")
+    (good / "tests").mkdir()
+    (good / "tests" / "test_env.py").write_text(ENV_TEST)
     python_verifier(scaffold(root, "acme/rewards-all"), "rewards_all.py")
     python_verifier(scaffold(root, "acme/random"), "random_verifier.py")
     leak_heldout(scaffold(root, "acme/leak"))
@@ -137,6 +152,10 @@ def test_each_bundle_passes_or_fails_each_check(zoo_run: Run, name: str) -> None
     assert zoo_run.code == 1
 
 
+def test_envhub_env_loads_the_bundle_above_the_test_with_trust(zoo_run: Run) -> None:
+    assert "acme-good/tests/test_env.py::test_env PASSED" in zoo_run.out
+
+
 def test_the_checks_have_readable_ids_in_check_order(zoo_run: Run) -> None:
     ids = [m["id"] for m in _OUTCOME.finditer(zoo_run.out) if m["env"] == "acme/good"]
     assert ids == [f"acme-good/envhub.toml::acme/good::{check}" for check in CHECKS]
@@ -153,11 +172,11 @@ def _failure(out: str, name: str, check: str) -> str:
 
 
 def test_a_failure_shows_the_problems_of_validate_check_not_a_traceback(zoo: Path, zoo_run: Run,
-                                                                         tmp_path: Path) -> None:
+                                                                         validate: Callable[..., Run]) -> None:
     shown = _failure(zoo_run.out, "acme/rewards-all", "noop-scores-below-1")
-    validate = run_envhub(zoo, "validate", "--check", "--trust", "acme-rewards-all", home=tmp_path)
-    assert validate.code == 1
-    problems = validate.out[:validate.out.index("invalid: ")].rstrip("\n")
+    checked = validate(zoo, "--check", "--trust", "acme-rewards-all")
+    assert checked.code == 1
+    problems = checked.out[:checked.out.index("invalid: ")].rstrip("\n")
     assert shown == problems
     assert shown.splitlines()[:2] == [
         "acme-rewards-all/envhub.toml: error: verifier: train/train-t1: an empty answer scores 1",
@@ -204,8 +223,8 @@ def test_state_that_leaks_between_episodes_fails_reset_isolation(zoo_run: Run) -
 def untrusted(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Run]:
     """Bundles checked without --envhub-trust: one with code, one without, and two invalid."""
     root = tmp_path_factory.mktemp("untrusted")
-    scaffold(root, "acme/tools", protocol="tool-use")
-    scaffold(root, "acme/declarative")
+    (scaffold(root, "acme/tools", protocol="tool-use") / "test_tools_env.py").write_text(ENV_TEST)
+    (scaffold(root, "acme/declarative") / "test_declarative_env.py").write_text(ENV_TEST)
     bad_manifest = scaffold(root, "acme/bad-manifest")
     manifest = bad_manifest / "envhub.toml"
     manifest.write_text(manifest.read_text().replace('version = "0.1.0"', 'version = "one"'))
@@ -232,34 +251,41 @@ def test_without_trust_the_checks_that_run_code_fail_saying_how_to_trust(untrust
 
 def test_a_bundle_without_code_needs_no_trust(untrusted: tuple[Path, Run]) -> None:
     assert untrusted[1].outcomes["acme/declarative"] == every("PASSED", resets_isolate="SKIPPED")
+    assert "acme-declarative/test_declarative_env.py::test_env PASSED" in untrusted[1].out
 
 
-def problems_of_validate(cwd: Path, bundle: str, home: Path) -> str:
-    """What ``envhub validate BUNDLE`` prints before its summary line."""
-    out = run_envhub(cwd, "validate", bundle, home=home).out
-    return out[:out.index("invalid: ")].rstrip("\n")
+def test_envhub_env_without_trust_says_how_to_trust(untrusted: tuple[Path, Run]) -> None:
+    root, run = untrusted
+    assert "acme-tools/test_tools_env.py::test_env ERROR" in run.out
+    assert (f"envhub_env: cannot load {root}/acme-tools: acme/tools runs its own code (tools.tools:calculate), and "
+            "it is not trusted\n  hint: run pytest with --envhub-trust") in run.out
+
+
+def problems_of(validated: Run) -> str:
+    """What ``envhub validate`` printed before its summary line."""
+    return validated.out[:validated.out.index("invalid: ")].rstrip("\n")
 
 
 def test_an_invalid_manifest_fails_manifest_valid_and_skips_what_needs_it(untrusted: tuple[Path, Run],
-                                                                          tmp_path: Path) -> None:
+                                                                          validate: Callable[..., Run]) -> None:
     root, run = untrusted
     # The environment has no name: its directory names it.
     assert run.outcomes["acme-bad-manifest"] == every("SKIPPED", manifest_valid="FAILED")
     shown = _failure(run.out, "acme-bad-manifest", "manifest-valid")
-    assert shown == problems_of_validate(root, "acme-bad-manifest", tmp_path)
+    assert shown == problems_of(validate(root, "acme-bad-manifest"))
     assert shown.startswith("acme-bad-manifest/envhub.toml:") and "error: environment.version: invalid version 'one'" \
         in shown
     assert ("acme-bad-manifest/envhub.toml::acme-bad-manifest::reference-scores-1 SKIPPED (the bundle is invalid: "
             "see manifest-valid)") in run.out
 
 
-def test_a_malformed_task_file_fails_tasks_parse(untrusted: tuple[Path, Run], tmp_path: Path) -> None:
+def test_a_malformed_task_file_fails_tasks_parse(untrusted: tuple[Path, Run], validate: Callable[..., Run]) -> None:
     root, run = untrusted
     assert run.outcomes["acme/bad-tasks"] == every("SKIPPED", manifest_valid="PASSED", tasks_parse="FAILED",
                                                    canary_present="PASSED")
     assert _failure(run.out, "acme/bad-tasks", "tasks-parse") == (
         "acme-bad-tasks/tasks/dev.jsonl:3: error: not valid JSON: invalid literal, expected 'null'\n"
-        "  hint: each line must be one complete JSON object") == problems_of_validate(root, "acme-bad-tasks", tmp_path)
+        "  hint: each line must be one complete JSON object") == problems_of(validate(root, "acme-bad-tasks"))
     assert "acme/bad-tasks::deterministic SKIPPED (the bundle is invalid: see tasks-parse)" in run.out
 
 
@@ -287,22 +313,22 @@ def test_the_check_limit_caps_the_tasks_played_per_split(tmp_path: Path, args: t
 @pytest.mark.parametrize(("args", "message"), [
     (("--envhub-check-limit", "0"), "ERROR: --envhub-check-limit: '0' is not a positive whole number (how many "
                                     "tasks per split the self-test plays)"),
-    (("--envhub=missing",), "ERROR: --envhub {tmp}/missing: no such directory\n  hint: name a bundle directory "
-                              "(one with an envhub.toml); 'envhub init NAMESPACE/NAME DIR' creates one"),
-    (("--envhub=.",), "ERROR: --envhub {tmp}: no envhub.toml in this directory\n  hint: name a bundle directory "
-                        "(one with an envhub.toml); 'envhub init NAMESPACE/NAME DIR' creates one"),
-], ids=["limit", "missing", "not-a-bundle"])
+    (("--envhub=.", "--envhub=missing"), "ERROR: --envhub {tmp}: no envhub.toml in this directory\n  hint: name a "
+                                         "bundle directory (one with an envhub.toml); 'envhub init NAMESPACE/NAME DIR' "
+                                         "creates one"),
+], ids=["limit", "not-a-bundle"])
 def test_bad_options_are_usage_errors(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
     run = run_pytest(tmp_path, *args)
     assert run.code == 4
     assert message.format(tmp=tmp_path) in run.out
 
 
-def test_warnings_of_validate_are_pytest_warnings_and_can_be_made_strict(tmp_path: Path) -> None:
+def test_warnings_of_validate_are_pytest_warnings_and_can_be_made_strict(tmp_path: Path,
+                                                                         validate: Callable[..., Run]) -> None:
     root = scaffold(tmp_path, "acme/demo")
     manifest = root / "envhub.toml"
     manifest.write_text(re.sub(r"^description = .*\n", "", manifest.read_text(), flags=re.M))
-    warning = run_envhub(root, "validate", home=tmp_path).out.splitlines()[:2]
+    warning = validate(root).out.splitlines()[:2]
     assert warning[0].startswith("envhub.toml:") and warning[0].endswith(
         ": warning: environment.description: no description")
     assert warning[1] == "  hint: add description = \"...\" to [environment]"
@@ -327,12 +353,16 @@ def test_envhub_collect_false_keeps_bundles_among_test_data_out(tmp_path: Path) 
     (tmp_path / "pyproject.toml").write_text('[tool.pytest.ini_options]\ntestpaths = ["tests"]\n'
                                              "envhub_collect = false\n")
     scaffold(tmp_path / "tests" / "data", "acme/demo")
-    (tmp_path / "tests" / "test_x.py").write_text("def test_x():\n    pass\n")
+    # No envhub.toml above this test: envhub_env is the one bundle named by --envhub.
+    (tmp_path / "tests" / "test_x.py").write_text("def test_x(envhub_env):\n    assert envhub_env.name == 'acme/demo'\n")
     assert collected(run_pytest(tmp_path, "--collect-only", "-qq")) == ["tests/test_x.py::test_x"]
-    named = collected(run_pytest(tmp_path, "--collect-only", "-qq", "--envhub=tests/data/acme-demo"))
-    assert named == [f"tests/data/acme-demo/envhub.toml::acme/demo::{c}" for c in CHECKS] + ["tests/test_x.py::test_x"]
+    named = run_pytest(tmp_path, "--envhub=tests/data/acme-demo")
+    assert named.code == 0, named.out
+    assert set(named.outcomes) == {"acme/demo"}
+    assert "tests/test_x.py::test_x PASSED" in named.out
     # As a direct argument, the file is collected too.
-    direct = collected(run_pytest(tmp_path, "--collect-only", "-qq", "tests/data/acme-demo/envhub.toml"))
+    direct = collected(run_pytest(tmp_path, "--collect-only", "-qq", "tests/data/acme-demo/envhub.toml", "tests",
+                                  "-m", "envhub"))  # the conformance tests carry the marker `envhub`
     assert direct == [f"tests/data/acme-demo/envhub.toml::acme/demo::{c}" for c in CHECKS]
 
 
@@ -368,7 +398,6 @@ def test_the_plugin_can_be_switched_off(tmp_path: Path) -> None:
     scaffold(tmp_path, "acme/demo")
     run = run_pytest(tmp_path, "-p", "no:envhub")
     assert run.code == 5  # no tests collected
-    assert run_pytest(tmp_path, "--collect-only", "-m", "not envhub").code == 5  # the tests carry a marker
 
 
 # -- fixtures for authors' own tests ---------------------------------------------------------
@@ -377,7 +406,7 @@ def test_the_plugin_can_be_switched_off(tmp_path: Path) -> None:
 def test_the_fixtures_in_an_authors_test_file(tmp_path: Path) -> None:
     root = scaffold(tmp_path, "acme/demo")
     (root / "tests").mkdir()
-    shutil.copy(DATA / "test_author.py", root / "tests" / "test_author.py")
+    shutil.copy(DATA / "author_tests.py", root / "tests" / "test_author.py")
     run = run_pytest(root)
     assert run.code == 0, run.out
     for test in ("test_the_first_task_scores_its_answer", "test_push_then_load_by_id",
@@ -389,30 +418,19 @@ def test_the_fixtures_in_an_authors_test_file(tmp_path: Path) -> None:
     assert not (home / "home" / "registry").exists() and not (home / "cache").exists()
 
 
-def test_envhub_env_finds_the_bundle_named_by_envhub_outside_it(tmp_path: Path) -> None:
+def test_envhub_env_with_several_bundles_needs_to_be_told_which(tmp_path: Path) -> None:
     scaffold(tmp_path, "acme/demo", directory="env")
-    (tmp_path / "tests").mkdir()
-    (tmp_path / "tests" / "test_env.py").write_text("def test_name(envhub_env):\n"
-                                                    "    assert envhub_env.name == 'acme/demo'\n")
-    run = run_pytest(tmp_path, "tests", "--envhub=env")
-    assert run.code == 0, run.out
-    assert "tests/test_env.py::test_name PASSED" in run.out
     scaffold(tmp_path, "acme/other", directory="other")
-    two = run_pytest(tmp_path, "tests", "--envhub=env", "--envhub=other")
+    (tmp_path / "tests" / "chosen").mkdir(parents=True)
+    test = "def test_name(envhub_env):\n    assert envhub_env.name == 'acme/demo'\n"
+    (tmp_path / "tests" / "test_env.py").write_text(test)
+    (tmp_path / "tests" / "chosen" / "test_env_chosen.py").write_text(test)
+    (tmp_path / "tests" / "chosen" / "conftest.py").write_text(
+        "import pathlib, pytest\n\n@pytest.fixture\ndef envhub_bundle_path():\n"
+        "    return pathlib.Path(__file__).parents[2] / 'env'\n")
+    run = run_pytest(tmp_path, "tests", "--envhub=env", "--envhub=other")
+    assert "tests/test_env.py::test_name ERROR" in run.out
     assert f"envhub_env: no envhub.toml at or above {tmp_path}/tests (up to {tmp_path}), and --envhub/envhub_bundles " \
            f"name 2 bundles ({tmp_path}/env, {tmp_path}/other), not one\n  hint: keep the test inside the bundle " \
-           "directory, pass --envhub PATH, or override the envhub_bundle_path fixture" in two.out
-    (tmp_path / "tests" / "conftest.py").write_text(
-        "import pathlib, pytest\n\n@pytest.fixture\ndef envhub_bundle_path():\n"
-        "    return pathlib.Path(__file__).parents[1] / 'env'\n")
-    assert run_pytest(tmp_path, "tests", "--envhub=env", "--envhub=other").code == 0
-
-
-def test_envhub_env_without_trust_says_how_to_trust(tmp_path: Path) -> None:
-    root = scaffold(tmp_path, "acme/tools", protocol="tool-use")
-    (root / "test_env.py").write_text("def test_env(envhub_env):\n    pass\n")
-    run = run_pytest(root, "test_env.py")
-    assert run.code == 1
-    assert (f"envhub_env: cannot load {root}: acme/tools runs its own code (tools.tools:calculate), and it is not "
-            "trusted\n  hint: run pytest with --envhub-trust") in run.out
-    assert run_pytest(root, "test_env.py", "--envhub-trust").code == 0
+           "directory, pass --envhub PATH, or override the envhub_bundle_path fixture" in run.out
+    assert "tests/chosen/test_env_chosen.py::test_name PASSED" in run.out

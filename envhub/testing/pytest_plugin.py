@@ -106,6 +106,10 @@ def pytest_configure(config: pytest.Config) -> None:
     invocation = config.invocation_params.dir
     manifests = [_manifest_of(invocation / p, "--envhub") for p in config.getoption("envhub_paths") or []]
     manifests += [_manifest_of(Path(p), "envhub_bundles") for p in config.getini("envhub_bundles")]
+    # An envhub.toml named as a test path is checked even with envhub_collect = false, also
+    # when a directory also named holds it (pytest 9 then collects it from the directory).
+    named = [(invocation / str(arg).split("::")[0]) for arg in config.args]
+    manifests += [path.resolve() for path in named if path.name == MANIFEST and path.is_file()]
     cli_limit = config.getoption("envhub_check_limit")
     limit = (_limit(cli_limit, "--envhub-check-limit") if cli_limit is not None
              else _limit(config.getini("envhub_check_limit"), "envhub_check_limit"))
