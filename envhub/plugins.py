@@ -278,6 +278,12 @@ class PluginManager(pluggy.PluginManager):
                 self._origins[ep.name] = origin
             self._tables = None
 
+    @property
+    def loaded(self) -> bool:
+        """Whether the entry-point group ``envhub`` has been loaded (it is, lazily, when a
+        name that is not built in is looked up, or plugins are listed)."""
+        return self._loaded
+
     def entry_points(self, group: str) -> importlib.metadata.EntryPoints:
         """The installed entry points of ``group``. Every distribution's metadata is read
         once per manager, for all groups together."""

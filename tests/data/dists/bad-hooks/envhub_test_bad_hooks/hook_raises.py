@@ -1,0 +1,11 @@
+from envhub import hookimpl
+
+
+@hookimpl
+def envhub_executors():
+    return []
+
+
+@hookimpl
+def envhub_policies():
+    raise KeyError("settings")
