@@ -11,13 +11,20 @@ there is no solution the error says why in the user's terms, from resolvelib's c
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from packaging.specifiers import SpecifierSet
-from packaging.version import Version
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
 from resolvelib import AbstractProvider, BaseReporter, ResolutionImpossible, ResolutionTooDeep, Resolver
+
+try:  # resolvelib's own loop, made cheaper (see _Resolution); it is private: the public Resolver if it moves
+    from resolvelib.resolvers.resolution import Resolution as _ResolvelibResolution
+    from resolvelib.resolvers.resolution import State, _build_result
+except ImportError:  # pragma: no cover - another resolvelib
+    _ResolvelibResolution = None
 
 from envhub.errors import EnvhubError
 from envhub.ids import parse_ref
@@ -51,15 +58,19 @@ class Requirement:
     name: str
     specifier: SpecifierSet = field(default_factory=SpecifierSet)
 
-    @property
+    # Cached: the resolver asks every round. (A frozen dataclass still has a __dict__.)
+    @functools.cached_property
     def exact(self) -> Version | None:
-        """The version pinned by ``==V`` (no wildcard), if that is the requirement."""
+        """The version pinned by ``==V`` or ``===V`` (no wildcard), if that is the requirement."""
         specs = list(self.specifier)
         if len(specs) == 1 and specs[0].operator in ("==", "===") and not specs[0].version.endswith("*"):
-            return Version(specs[0].version)
+            try:
+                return Version(specs[0].version)
+            except InvalidVersion:  # '===foo' is valid PEP 440, and matches no version
+                return None
         return None
 
-    @property
+    @functools.cached_property
     def wants_prereleases(self) -> bool:
         """PEP 440: a specifier that names a pre-release admits pre-releases."""
         return any(s.operator != "===" and Version(s.version.removesuffix(".*")).is_prerelease
@@ -91,6 +102,17 @@ def _version(text: str) -> Version:
 class Candidate:
     entry: VersionEntry
     version: Version
+    #: id(specifier) -> (specifier, whether it contains this version). resolvelib checks
+    #: every pin against every requirement on it each round, and SpecifierSet.contains
+    #: (and hashing a SpecifierSet) costs microseconds; the entry keeps the specifier
+    #: alive, so its id is not reused while cached.
+    fits: dict[int, tuple[SpecifierSet, bool]] = field(default_factory=dict, repr=False)
+
+    def satisfies(self, specifier: SpecifierSet) -> bool:
+        hit = self.fits.get(id(specifier))
+        if hit is None:
+            hit = self.fits[id(specifier)] = (specifier, specifier.contains(self.version, prereleases=True))
+        return hit[1]
 
     @property
     def name(self) -> str:
@@ -139,6 +161,8 @@ class _Provider(AbstractProvider):  # type: ignore[type-arg]
         # Work on what just caused a backtrack first (resolvelib's advice); otherwise keep
         # the preference scan short: it runs every round, over what is narrowed here.
         identifiers = list(identifiers)
+        if not backtrack_causes:
+            return identifiers[:32]
         causes = {c.requirement.name for c in backtrack_causes} | {c.parent.name for c in backtrack_causes if c.parent}
         hot = [i for i in identifiers if i in causes]
         return hot or identifiers[:32]
@@ -166,7 +190,7 @@ class _Provider(AbstractProvider):  # type: ignore[type-arg]
                 continue
             if c.version.is_prerelease and not pre and c.version not in exact and c.version != preferred:
                 continue
-            if all(r.specifier.contains(c.version, prereleases=True) for r in reqs):
+            if all(c.satisfies(r.specifier) for r in reqs):
                 matches.append(c)
         if preferred is not None:
             # Keep what the lock has while it still fits (``envhub lock`` without --upgrade).
@@ -174,10 +198,64 @@ class _Provider(AbstractProvider):  # type: ignore[type-arg]
         return matches
 
     def is_satisfied_by(self, requirement: Requirement, candidate: Candidate) -> bool:
-        return requirement.specifier.contains(candidate.version, prereleases=True)
+        return candidate.satisfies(requirement.specifier)
 
     def get_dependencies(self, candidate: Candidate) -> list[Requirement]:
-        return [Requirement(name, _specifier(spec)) for name, spec in candidate.entry.dependencies]
+        try:
+            return [Requirement(name, _specifier(spec)) for name, spec in candidate.entry.dependencies]
+        except InvalidSpecifier as e:
+            # A registry validates [dependencies] when publishing; an index edited by hand,
+            # or written by another tool, may still hold anything.
+            raise ResolutionError(f"{candidate} in {self.index.describe()} has an invalid [dependencies] "
+                                  f"specifier: {e}",
+                                  hint="publish a fixed version, or yank this one") from e
+
+
+if _ResolvelibResolution is not None:
+    class _Resolution(_ResolvelibResolution):  # type: ignore[misc,valid-type]
+        """resolvelib's resolution loop, with what it costs cut (not what it decides).
+
+        - Each incompatible candidate kept once: on every backjump resolvelib's
+          ``_patch_criteria`` appends the current criterion's incompatibilities to the broken
+          state's copy, which already holds them, so the lists doubled each time; backtracking
+          up a 30-deep chain made lists of 2**27 candidates and took minutes
+          (``tests/data/resolver/deep-chain-30-backtracks-to-the-top.toml``), now 0.2 s.
+        - Every round resolvelib copies the state and asks, for every criterion, whether its
+          pin still satisfies it: the copies and the answers are made cheap below. The work
+          per round still grows with the number of pins (``bench/lock.py``).
+        """
+
+        def __init__(self, provider: _Provider, reporter: BaseReporter) -> None:  # type: ignore[type-arg]
+            super().__init__(provider, reporter)
+            self._satisfying: dict[tuple[int, int], tuple[Any, Candidate, bool]] = {}
+
+        def _patch_criteria(self, incompatibilities_from_broken: list[tuple[str, list[Candidate]]]) -> bool:
+            patched: bool = super()._patch_criteria(incompatibilities_from_broken)
+            for _, incompatibilities in incompatibilities_from_broken:
+                if len(incompatibilities) > 1:  # the lists the patched criteria now hold
+                    incompatibilities[:] = {id(c): c for c in incompatibilities}.values()
+            return patched
+
+        def _push_new_state(self) -> None:
+            # A dict, not resolvelib's OrderedDict, for the pins: the same order, the same
+            # popitem() (the last pin), and copied 30 times faster, once per round.
+            base = self._states[-1]
+            self._states.append(State(mapping=dict(base.mapping), criteria=base.criteria.copy(),
+                                      backtrack_causes=base.backtrack_causes[:]))
+
+        def _is_current_pin_satisfying(self, name: str, criterion: Any) -> bool:
+            # Asked for every criterion every round, though few change in a round: a
+            # criterion is replaced, never changed, so the answer for this criterion
+            # object and this pin holds. The entry keeps both alive, so no id is reused.
+            pin = self.state.mapping.get(name)
+            if pin is None:
+                return False
+            key = (id(criterion), id(pin))
+            hit = self._satisfying.get(key)
+            if hit is None:
+                fits = all(pin.satisfies(r.specifier) for r in criterion.iter_requirement())
+                hit = self._satisfying[key] = (criterion, pin, fits)
+            return hit[2]
 
 
 def resolve(requirements: Sequence[Requirement], index: Index, *, prereleases: bool = False,
@@ -189,9 +267,11 @@ def resolve(requirements: Sequence[Requirement], index: Index, *, prereleases: b
     which requirements conflict) or the graph has a cycle.
     """
     provider = _Provider(index, prereleases=prereleases, preferred=preferred or {})
-    resolver: Resolver[Requirement, Candidate, str] = Resolver(provider, BaseReporter())
     try:
-        result = resolver.resolve(requirements, max_rounds=max_rounds)
+        if _ResolvelibResolution is None:
+            result = Resolver(provider, BaseReporter()).resolve(requirements, max_rounds=max_rounds)
+        else:
+            result = _build_result(_Resolution(provider, BaseReporter()).resolve(requirements, max_rounds))
     except ResolutionImpossible as e:
         raise ResolutionError(explain(e.causes, provider), hint=_hint(e.causes, provider)) from None
     except ResolutionTooDeep as e:
@@ -201,7 +281,10 @@ def resolve(requirements: Sequence[Requirement], index: Index, *, prereleases: b
     dependencies = {name: sorted({dep for dep, _ in entry.dependencies}) for name, entry in pins.items()}
     cycle = _find_cycle(dependencies)
     if cycle:
-        path = " -> ".join(f"{n} {pins[n].version}" for n in cycle[:-1]) + f" -> {cycle[-1]}"
+        steps = [f"{n} {pins[n].version}" for n in cycle[:-1]]
+        if len(steps) > 10:  # a long cycle is still read from both ends
+            steps[5:-4] = [f"... ({len(steps) - 9} more)"]
+        path = " -> ".join(steps) + f" -> {cycle[-1]}"
         raise ResolutionError(f"dependency cycle: {path}",
                               hint="an environment cannot depend on itself, directly or through others; "
                                    "remove one of these dependencies")
@@ -235,13 +318,51 @@ def _find_cycle(graph: Mapping[str, Sequence[str]]) -> list[str] | None:
 # --- explanations -----------------------------------------------------------------------
 
 
-def _who(info: Any) -> str:
-    return ROOT if info.parent is None else f"{info.parent.name} {info.parent.entry.version}"
+def _need(name: str, specifier: SpecifierSet) -> str:
+    return f"{name}{specifier}" if str(specifier) else f"any version of {name}"
 
 
-def _need(info: Any) -> str:
-    spec = str(info.requirement.specifier)
-    return f"{info.requirement.name}{spec}" if spec else f"any version of {info.requirement.name}"
+def _versions_text(versions: Sequence[str]) -> str:
+    """'1.0', '1.0 and 2.0', '3.0, 2.0 and 1.0', '5.0, 4.0, 3.0 and 2 older versions'."""
+    if len(versions) > 4:
+        return f"{', '.join(versions[:3])} and {len(versions) - 3} older versions"
+    return versions[0] if len(versions) == 1 else f"{', '.join(versions[:-1])} and {versions[-1]}"
+
+
+def _askers(infos: Sequence[Any]) -> dict[str, dict[str, tuple[SpecifierSet, list[Candidate]]]]:
+    """Who asked for one name: the project's requirements, or each parent's, by what they
+    asked (specifier text) and which of the parent's versions asked it."""
+    askers: dict[str, dict[str, tuple[SpecifierSet, list[Candidate]]]] = {}
+    for info in infos:
+        who = ROOT if info.parent is None else info.parent.name
+        spec = info.requirement.specifier
+        by_spec = askers.setdefault(who, {})
+        _, parents = by_spec.setdefault(str(spec), (spec, []))
+        if info.parent is not None and info.parent not in parents:
+            parents.append(info.parent)
+    if ROOT in askers:
+        # The project's requirements on one name hold together: say them as one.
+        combined = functools.reduce(operator.and_, (spec for spec, _ in askers[ROOT].values()))
+        askers[ROOT] = {str(combined): (combined, [])}
+    return askers
+
+
+def _said(who: str, by_spec: Mapping[str, tuple[SpecifierSet, list[Candidate]]], name: str | None) -> str:
+    """"acme/a 1.0 needs acme/b>=2", or with no ``name`` "acme/a 1.0 and 2.0 need it": what
+    one asker needs. The versions of one parent are alternatives, each of which was tried."""
+    if name is None:  # what they asked does not matter: merge the specifiers
+        merged = [c for _, parents in by_spec.values() for c in parents]
+        by_spec = {"": (SpecifierSet(), list(dict.fromkeys(merged)))}
+    parts = []
+    for spec, parents in by_spec.values():
+        need_text = "it" if name is None else _need(name, spec)
+        if who == ROOT:
+            parts.append(f"{ROOT} needs {need_text}")
+            continue
+        versions = [c.entry.version for c in sorted(parents, key=lambda c: c.version, reverse=True)]
+        verb = "needs" if len(versions) == 1 else "need"
+        parts.append(f"{who} {_versions_text(versions)} {verb} {need_text}")
+    return " and ".join(parts)
 
 
 def explain(causes: Sequence[Any], provider: _Provider) -> str:
@@ -252,27 +373,27 @@ def explain(causes: Sequence[Any], provider: _Provider) -> str:
         by_name.setdefault(info.requirement.name, []).append(info)
     lines = []
     for name, infos in by_name.items():
-        seen: dict[tuple[str, str], Any] = {}
-        for info in infos:
-            seen.setdefault((_who(info), str(info.requirement.specifier)), info)
-        infos = list(seen.values())
+        askers = _askers(infos)
         known = provider.candidates(name)
         if not known:
-            asked = ", ".join(f"{_who(i)} needs it" for i in infos)
+            asked = ", ".join(_said(who, by_spec, None) for who, by_spec in askers.items())
             lines.append(f"{name} is not in {provider.index.describe()} ({asked})")
             continue
-        needs = [f"{_who(i)} needs {_need(i)}" for i in infos]
+        needs = [_said(who, by_spec, name) for who, by_spec in askers.items()]
         line = ", but ".join(needs) if len(needs) > 1 else f"{needs[0]}, and no version matches"
-        notes = _near_misses(known, [i.requirement for i in infos], provider.prereleases)
-        versions = ", ".join(c.entry.version + (" (yanked)" if c.entry.yanked else "") for c in reversed(known[:12]))
-        more = f"{len(known) - 12} older and " if len(known) > 12 else ""
-        lines.append(f"{line} ({more}versions of {name}: {versions}){notes}")
+        notes = _near_misses(known, askers, provider.prereleases)
+        shown = ", ".join(c.entry.version + (" (yanked)" if c.entry.yanked else "") for c in reversed(known[:12]))
+        which = f"the newest 12 of {len(known)} versions" if len(known) > 12 else "versions"
+        lines.append(f"{line} ({which} of {name}: {shown}){notes}")
     return "no set of versions satisfies every requirement:\n  " + "\n  ".join(lines)
 
 
-def _near_misses(known: list[Candidate], reqs: list[Requirement], prereleases: bool) -> str:
-    """Versions that would match but for being yanked or a pre-release."""
-    fits = [c for c in known if all(r.specifier.contains(c.version, prereleases=True) for r in reqs)]
+def _near_misses(known: list[Candidate], askers: Mapping[str, Mapping[str, tuple[SpecifierSet, list[Candidate]]]],
+                 prereleases: bool) -> str:
+    """Versions that would match but for being yanked or a pre-release: a version matches
+    when every asker accepts it (a parent does when one of its tried versions does)."""
+    fits = [c for c in known
+            if all(any(c.satisfies(spec) for spec, _ in by_spec.values()) for by_spec in askers.values())]
     notes = []
     yanked = [c for c in fits if c.entry.yanked]
     if yanked:
