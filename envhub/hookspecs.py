@@ -190,7 +190,7 @@ class PolicyKind:
 @dataclass(frozen=True)
 class ExecutorKind:
     """A rollout executor for ``envhub eval --executor NAME``: ``make()`` returns an
-    :class:`~envhub.runtime.Executor` that runs a plan's rollouts and yields their
+    `envhub.runtime.Executor` that runs a plan's rollouts and yields their
     records."""
 
     name: str

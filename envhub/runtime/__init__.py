@@ -13,11 +13,16 @@ if TYPE_CHECKING:
     from envhub.runtime._environment import Environment, SplitInfo
     from envhub.runtime._episode import Episode
     from envhub.runtime._load import load
+    from envhub.runtime._runner import Executor, RolloutJob, RolloutPlan, run_rollout
+    from envhub.runtime._state import StateFactory, StateHandle
     from envhub.runtime._types import Observation, Score, StepResult, Task, Trajectory
 
 _WHERE = {
     "Environment": "_environment", "SplitInfo": "_environment", "Episode": "_episode", "load": "_load",
     "Observation": "_types", "Score": "_types", "StepResult": "_types", "Task": "_types", "Trajectory": "_types",
+    # What plugins implement (docs/plugins.md): state kinds and rollout executors.
+    "StateFactory": "_state", "StateHandle": "_state",
+    "Executor": "_runner", "RolloutJob": "_runner", "RolloutPlan": "_runner", "run_rollout": "_runner",
 }
 __all__ = sorted(_WHERE)
 

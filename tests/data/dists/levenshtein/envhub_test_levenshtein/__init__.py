@@ -59,7 +59,7 @@ def retry_once(env: Any, task: Any, messages: list[dict[str, Any]], state: Any) 
 
 
 def counter_state(spec: Any, root: Path, load_entry_point: Any) -> Any:
-    from envhub.runtime._state import StateFactory, StateHandle
+    from envhub.runtime import StateFactory, StateHandle
 
     class Counter(StateFactory):
         kind = "counter"
@@ -94,7 +94,7 @@ def make_echo(argument: str, options: Any) -> Any:
 
 
 def make_sequential() -> Any:
-    from envhub.runtime._runner import Executor, run_rollout
+    from envhub.runtime import Executor, run_rollout
 
     class Sequential(Executor):
         async def run(self, plan: Any, jobs: Any) -> Any:
