@@ -549,3 +549,21 @@ def test_invalid_mixtures_are_reported_by_validate(tmp_path: Path, edit, expecte
     assert result.code == 2, result.out
     found = [(p["field"], p["message"]) for p in json.loads(result.out)["problems"]]
     assert any(f == expected[0] and expected[1] in m for f, m in found), found
+
+
+def test_a_warm_sync_remembers_its_checks_until_a_file_changes(tmp_path: Path) -> None:
+    from envhub.settings import load_settings
+
+    publish(tmp_path, "acme/a", "1.0.0", python_deps=["envhub-not-installed-dep>=1"])
+    root = project(tmp_path, ["acme/a"])
+    assert run_in_process("sync", cwd=root).code == 0
+    memos = list((load_settings().cache / "sync").glob("*.json"))
+    assert len(memos) == 1
+    again = run_in_process("sync", "--json", cwd=root)
+    assert json.loads(again.out)["python"]["missing"] == {"envhub-not-installed-dep>=1": "not installed"}
+    memos[0].write_text("{not json")  # a damaged memo is only a missed shortcut
+    assert json.loads(run_in_process("sync", "--json", cwd=root).out)["python"]["missing"]
+    publish(tmp_path, "acme/b", "1.0.0")
+    (root / "pyproject.toml").write_text(PYPROJECT.format(environments='["acme/a", "acme/b"]'))
+    stale = run_in_process("sync", "--locked", cwd=root)  # a changed file is checked again
+    assert stale.code == 1 and "added acme/b" in stale.err

@@ -308,7 +308,10 @@ def sync_project(project: Project, settings: Settings, *, locked: bool = False, 
     instead when it would change), then make sure every locked environment is cached
     and verified."""
     relocked = None
-    if frozen:
+    memo = _Memo(settings, project)
+    known = memo.read()
+    if frozen or known is not None:
+        # A lock found up to date before, with these very bytes of both files, still is.
         lock = read_project_lock(project)
     else:
         lock = read_lock(project.lock_path)  # type: ignore[assignment]
@@ -336,7 +339,58 @@ def sync_project(project: Project, settings: Settings, *, locked: bool = False, 
         fetch(entry, entry.registry, settings, with_heldout=with_heldout and env.heldout_digest is not None,
               heldout_url=settings.heldout_store, offline=offline, cache=cache)
         fetched.append(env)
-    return SyncResult(lock, relocked, fetched, cached, python_report(lock))
+    if known is not None:
+        return SyncResult(lock, relocked, fetched, cached, known)
+    report = python_report(lock)
+    if not frozen:
+        _Memo(settings, project).write(report)
+    return SyncResult(lock, relocked, fetched, cached, report)
+
+
+class _Memo:
+    """What a sync found, keyed by the bytes of pyproject.toml and envhub.lock, this
+    interpreter and the state of its site-packages: while none of them changed, a sync
+    need not check the lock again nor ask importlib.metadata about every Python
+    dependency (those checks cost more than the rest of a warm sync). Installing or
+    removing a distribution changes its directory's mtime, hence the key."""
+
+    def __init__(self, settings: Settings, project: Project) -> None:
+        import hashlib
+        import os
+
+        digest = hashlib.sha256(sys.executable.encode())
+        for path in (project.pyproject, project.lock_path):
+            try:
+                digest.update(b"\0" + path.read_bytes())
+            except FileNotFoundError:
+                digest.update(b"\0missing")
+        for entry in sys.path:
+            try:
+                digest.update(f"\0{entry}:{os.stat(entry or '.').st_mtime_ns}".encode())
+            except OSError:
+                continue
+        self.path = settings.cache / "sync" / f"{digest.hexdigest()}.json"
+
+    def read(self) -> PythonReport | None:
+        import json
+
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+            return PythonReport(dict(data["required"]), dict(data["missing"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+    def write(self, report: PythonReport) -> None:
+        import json
+        import os
+
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps({"required": report.required, "missing": report.missing}), encoding="utf-8")
+            os.replace(tmp, self.path)
+        except OSError:
+            pass  # only a missed shortcut
 
 
 # --- Python dependencies ----------------------------------------------------------------
