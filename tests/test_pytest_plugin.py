@@ -104,6 +104,16 @@ def drop_canary(root: Path) -> Path:
     return root
 
 
+def generated(root: Path, broken_at: int | None = None) -> Path:
+    """Tasks from a seeded generator (the bundle's code) instead of files."""
+    (root / "gen.py").write_text((DATA / "generator.py").read_text().replace("BROKEN_AT = None",
+                                                                             f"BROKEN_AT = {broken_at}"))
+    shutil.rmtree(root / "tasks")
+    set_table(root, "tasks", 'format = "generator"\ngenerator = "gen:make_task"\n'
+                             'splits.train = { seeds = [0, 5] }\nsplits.test = { seeds = [100, 103], held-out = true }')
+    return root
+
+
 def leaky_state(root: Path) -> Path:
     shutil.copy(DATA / "leaky_state.py", root / "leaky.py")
     set_table(root, "state", 'kind = "python"\nentry-point = "leaky:Workspace"\nreset = "per-episode"')
@@ -127,6 +137,8 @@ def zoo(tmp_path_factory: pytest.TempPathFactory) -> Path:
     leak_heldout(scaffold(root, "acme/leak"))
     drop_canary(scaffold(root, "acme/no-canary"))
     leaky_state(scaffold(root, "acme/leaky"))
+    generated(scaffold(root, "acme/generated"))
+    generated(scaffold(root, "acme/generator-fails"), broken_at=3)
     return root
 
 
@@ -143,6 +155,10 @@ EXPECTED = {
     "acme/leak": every("PASSED", no_heldout_in_public_build="FAILED", resets_isolate="SKIPPED"),
     "acme/no-canary": every("PASSED", canary_present="FAILED", resets_isolate="SKIPPED"),
     "acme/leaky": every("PASSED", resets_isolate="FAILED"),
+    "acme/generated": every("PASSED", resets_isolate="SKIPPED"),
+    # What needs tasks is skipped: the run fails on tasks-parse.
+    "acme/generator-fails": every("SKIPPED", manifest_valid="PASSED", tasks_parse="FAILED",
+                                  no_heldout_in_public_build="PASSED", canary_present="PASSED"),
 }
 
 
@@ -207,6 +223,15 @@ def test_a_missing_canary_names_the_field_and_gives_a_fresh_one(zoo_run: Run) ->
     assert re.fullmatch(r"acme-no-canary/envhub.toml:2:2: error: environment.canary: no canary: contamination of "
                         r"training sets cannot be detected\n"
                         r"  hint: add canary = \"envhub-canary:[0-9a-f]{32}\" to \[environment\]", shown), shown
+
+
+def test_a_generator_that_fails_names_the_split_the_error_and_its_line(zoo: Path, zoo_run: Run) -> None:
+    assert _failure(zoo_run.out, "acme/generator-fails", "tasks-parse") == (
+        "acme-generator-fails/envhub.toml: error: tasks.splits.train: split 'train': generating its tasks failed: "
+        f"ValueError: no task for seed 3 at {zoo}/acme-generator-fails/gen.py:8\n"
+        "  hint: fix the environment's code, then rerun; 'ENVHUB_DEBUG=1 envhub validate --check --trust' shows the "
+        "whole traceback")
+    assert "acme/generator-fails::reference-scores-1 SKIPPED (the bundle is invalid: see tasks-parse)" in zoo_run.out
 
 
 def test_state_that_leaks_between_episodes_fails_reset_isolation(zoo_run: Run) -> None:

@@ -122,9 +122,12 @@ class Conformance:
     def statically_valid(self) -> bool:
         return self.static.manifest is not None and self.static.ok
 
-    def _invalid(self) -> Outcome:
+    def _invalid(self) -> Outcome | None:
+        """A skip when ``manifest-valid`` or ``tasks-parse`` failed (the run fails with them)."""
         failing = [c for c in ("manifest-valid", "tasks-parse") if self.run(c).status == "failed"]
-        return Outcome("skipped", reason=f"the bundle is invalid: see {' and '.join(failing) or 'manifest-valid'}")
+        if failing:
+            return Outcome("skipped", reason=f"the bundle is invalid: see {' and '.join(failing)}")
+        return None
 
     @cached_property
     def environment(self) -> Environment | Problem:
@@ -197,19 +200,25 @@ class Conformance:
         env = self.environment
         if isinstance(env, Problem):
             return [env]
+        from envhub.errors import EnvhubError
+
         problems = []
         for name in splits:
             try:
                 for _ in env.tasks(name, limit=self.limit):
                     pass
+            except EnvhubError as e:  # e.g. a plugin's generator that is not installed
+                problems.append(Problem("error", "bad-generator", f"split {name!r}: {e.message}",
+                                        file=self.manifest_file, field=f"tasks.splits.{name}", hint=e.hint))
             except Exception as e:  # noqa: BLE001 - the generator failed: report where
                 problems.append(_crash_problem(f"split {name!r}: generating its tasks failed", e,
                                                self.manifest_file, field=f"tasks.splits.{name}"))
         return problems
 
     def _dynamic(self, check: str) -> Outcome:
-        if not self.statically_valid:
-            return self._invalid()
+        invalid = self._invalid()
+        if invalid is not None:
+            return invalid
         if check == "resets-isolate":
             state = self.static.manifest.state  # type: ignore[union-attr]
             if state.kind == "none" or state.reset != "per-episode":
@@ -239,7 +248,7 @@ class Conformance:
 
     def _no_heldout_in_public_build(self) -> Outcome:
         if not self.statically_valid:
-            return self._invalid()
+            return self._invalid() or Outcome("skipped", reason="the bundle is invalid: see manifest-valid")
         manifest = self.static.manifest
         assert manifest is not None
         held = {name: split for name, split in manifest.tasks.splits.items() if split.held_out and split.path}
