@@ -459,3 +459,24 @@ def test_envhub_env_with_several_bundles_needs_to_be_told_which(tmp_path: Path) 
            f"name 2 bundles ({tmp_path}/env, {tmp_path}/other), not one\n  hint: keep the test inside the bundle " \
            "directory, pass --envhub PATH, or override the envhub_bundle_path fixture" in run.out
     assert "tests/chosen/test_env_chosen.py::test_name PASSED" in run.out
+
+
+# -- the checks without pytest ------------------------------------------------------------------
+
+
+def test_the_checks_run_without_pytest(tmp_path: Path) -> None:
+    from envhub.testing import Conformance
+
+    conformance = Conformance(python_verifier(scaffold(tmp_path, "acme/rewards-all"), "rewards_all.py"), trust=True,
+                              limit=1)
+    try:
+        assert {check: conformance.run(check).status for check in CHECKS} == {
+            check.lower(): outcome.lower() for check, outcome in
+            every("PASSED", noop_scores_below_1="FAILED", resets_isolate="SKIPPED").items()}
+        noop = conformance.run("noop-scores-below-1")
+        assert [p.message for p in noop.problems] == [f"{s}/{s}-t1: an empty answer scores 1"
+                                                      for s in ("train", "dev", "test")]
+        with pytest.raises(KeyError, match="unknown conformance check 'nope'; checks: manifest-valid, tasks-parse"):
+            conformance.run("nope")
+    finally:
+        conformance.close()

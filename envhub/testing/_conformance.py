@@ -97,6 +97,7 @@ class Conformance:
         self.limit = limit
         self.trust_hint = trust_hint
         self.manifest_file = self._shown("envhub.toml")
+        self._outcomes: dict[str, Outcome] = {}
 
     # -- what the checks share, computed once ---------------------------------------------
 
@@ -166,14 +167,14 @@ class Conformance:
     # -- the checks -------------------------------------------------------------------------
 
     def run(self, check: str) -> Outcome:
-        """The outcome of ``check`` (one of :data:`CHECKS`), computed once."""
-        cache: dict[str, Outcome] = self.__dict__.setdefault("_outcomes", {})
-        if check not in cache:
-            method: Callable[[], Outcome] | None = getattr(self, "_" + check.replace("-", "_"), None)
-            if check not in CHECKS or method is None:
+        """The outcome of ``check`` (one of :data:`CHECKS`), computed once; KeyError for
+        another name."""
+        if check not in self._outcomes:
+            if check not in CHECKS:
                 raise KeyError(f"unknown conformance check {check!r}; checks: {', '.join(CHECKS)}")
-            cache[check] = method()
-        return cache[check]
+            method: Callable[[], Outcome] = getattr(self, "_" + check.replace("-", "_"))
+            self._outcomes[check] = method()
+        return self._outcomes[check]
 
     def _is_task_problem(self, p: Problem) -> bool:
         if p.code == "symlink-escapes":
