@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from envhub import _toml
 from envhub.testing import CHECKS
 from tests.runtime_fixtures import scaffold, set_table, write_rows
 
@@ -391,12 +392,17 @@ def test_envhub_collect_false_keeps_bundles_among_test_data_out(tmp_path: Path) 
     assert direct == [f"tests/data/acme-demo/envhub.toml::acme/demo::{c}" for c in CHECKS]
 
 
-def test_envhubs_own_suite_does_not_collect_bundles() -> None:
-    import tomllib
-
-    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
-    assert pyproject["tool"]["pytest"]["ini_options"]["envhub_collect"] is False
-    entry = pyproject["project"]["entry-points"]["pytest11"]
+def test_envhubs_own_suite_does_not_collect_bundles(tmp_path: Path) -> None:
+    """envhub's tests keep bundles under tests/data (plugin distributions, environment
+    packages): its pyproject sets envhub_collect = false, so they are data, not tests."""
+    repo = Path(__file__).resolve().parents[1]
+    bundles = sorted(p.relative_to(repo).as_posix() for p in (repo / "tests").rglob("envhub.toml"))
+    plain = run_pytest(repo, "--collect-only", "-qq", "tests/data", home=tmp_path)
+    assert not [line for line in collected(plain) if "envhub.toml::" in line], plain.out
+    forced = collected(run_pytest(repo, "--collect-only", "-qq", "tests/data", "-o", "envhub_collect=true",
+                                  home=tmp_path))
+    assert sorted({line.split("::")[0] for line in forced if "envhub.toml::" in line}) == bundles
+    entry = _toml.loads((repo / "pyproject.toml").read_text())["project"]["entry-points"]["pytest11"]
     assert entry == {"envhub": "envhub.testing.pytest_plugin"}
 
 
