@@ -105,7 +105,7 @@ def test_lists_environments_with_splits_and_metadata(server: Server, raw: Record
     assert detail["protocol"] == "tool-use"
     assert detail["max_turns"] == 6
     assert [t["function"]["name"] for t in detail["tools"]] == ["calculate", "wait"]
-    assert detail["provenance"]["digest"] == local.digest
+    assert detail["provenance"]["digest"] == local.digest and "source" not in detail["provenance"]
     assert {s["name"]: (s["held_out"], s["available"], s["rows"]) for s in detail["splits"]} == {
         "train": (False, True, 6), "dev": (False, True, 2), "test": (True, True, 2)}
     assert server.urls == [server.url(NAMES[p]) for p in ("single-turn", "multi-turn", "tool-use")]

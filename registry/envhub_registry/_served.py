@@ -109,8 +109,10 @@ class Served:
             "description": env.manifest.environment.description,
             "max_turns": env.max_turns,
             "tools": env.tool_specs,
+            # Not "source": where the server loaded the bundle from (a path, a registry URL) is
+            # the operator's business; a client's records name the server's URL instead.
             "provenance": {key: provenance.get(key) for key in ("env", "version", "digest", "score_version",
-                                                                  "source", "locator", "envhub_version")
+                                                                  "locator", "envhub_version")
                            if provenance.get(key) is not None},
             "server_envhub_version": envhub_version,
             "manifest": self.manifest_text,
