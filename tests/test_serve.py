@@ -657,3 +657,26 @@ def test_serve_is_listed_and_settings_hide_tokens() -> None:
     assert settings.serve_token == "client-secret-x"
     assert settings.serve_tokens == ("a-secret-token-000001", "b-secret-token-000002")
     assert "secret" not in repr(settings)
+
+
+def test_serve_registry_ids_with_and_without_their_heldout_store(bundles: dict[str, Path], tmp_path: Path) -> None:
+    """Ids are pulled with their held-out splits where the held-out store has them; where it
+    does not, the public splits are served and the log says why."""
+    home = {"ENVHUB_HOME": str(tmp_path / "home"), "ENVHUB_CACHE": str(tmp_path / "cache")}
+    assert run_envhub("push", str(bundles["single-turn"]), env=home).code == 0
+    elsewhere = {**home, "ENVHUB_HELDOUT_STORE": (tmp_path / "other-store").as_uri()}
+    assert run_envhub("push", str(bundles["tool-use"]), env=elsewhere).code == 0
+    s = start_server(["acme/arith@0.1.0", "acme/calc", "--trust"], tmp_path,
+                     env={"ENVHUB_SERVE_TOKENS": TOKEN})
+    try:
+        splits = {e["name"]: {sp["name"]: sp["available"] for sp in e["splits"]}
+                  for e in httpx2.get(f"{s.base_url}/v1/environments").json()["environments"]}
+        assert splits["acme/arith"]["test"] is True and splits["acme/calc"]["test"] is False
+        held = httpx2.get(f"{s.base_url}/v1/environments/acme/arith/splits/test/tasks", headers=_auth()).json()
+        assert [t["id"] for t in held["tasks"]] == ["st-test-001", "st-test-002"]
+        missing = httpx2.get(f"{s.base_url}/v1/environments/acme/calc/splits/test/tasks", headers=_auth())
+        assert missing.status_code == 404
+        assert "split 'test' is held out, and its tasks are not in this copy" in missing.json()["error"]["message"]
+    finally:
+        s.stop()
+    assert "acme/calc: the held-out splits are not served" in s.stderr()
