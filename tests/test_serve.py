@@ -192,16 +192,19 @@ def test_async_episode_flow(protocol: str, server: Server) -> None:
     task = env.tasks(split)[index]
 
     async def play() -> float | None:
-        async with env.episode(task) as episode:
-            await episode.areset()
-            for action in script(task):
-                result = await episode.astep(action)
-                if result.done:
-                    return result.reward
-        return None
+        try:
+            async with env.episode(task) as episode:
+                await episode.areset()
+                for action in script(task):
+                    result = await episode.astep(action)
+                    if result.done:
+                        return result.reward
+            return None
+        finally:
+            await env.aclose()
 
     assert asyncio.run(play()) == 1.0
-    env.close()
+    assert asyncio.run(play()) == 1.0  # a new event loop: new connections
 
 
 def test_step_before_reset_and_after_done_are_refused(server: Server) -> None:

@@ -248,6 +248,10 @@ class RemoteEnvironment:
         """Close the connections. Episodes still open on the server are left to its idle timeout."""
         self._http.close()
 
+    async def aclose(self) -> None:
+        """:meth:`close`, from the event loop that ran the episodes: its connections too."""
+        await self._http.aclose()
+
     def __enter__(self) -> RemoteEnvironment:
         return self
 
