@@ -26,6 +26,8 @@ __all__ = [
     "ExitCode",
     "InvalidIdError",
     "ManifestError",
+    "PluginConflictError",
+    "PluginError",
     "PolicyError",
     "TrustError",
     "UsageError",
@@ -121,3 +123,12 @@ class TrustError(EnvhubError, PermissionError):
 
 class PolicyError(EnvhubError):
     """A policy cannot be built, or its endpoint failed after every retry."""
+
+
+class PluginError(EnvhubError):
+    """A plugin (or an installed environment package) cannot be used: it is broken, or it
+    names something no plugin provides."""
+
+
+class PluginConflictError(PluginError):
+    """Two installed plugins provide the same name (a verifier kind, a URL scheme, ...)."""
