@@ -40,14 +40,17 @@ class Served:
         self._orderings: OrderedDict[tuple[str, int | None, int | None], Sequence[Task]] = OrderedDict()
         self._variants: OrderedDict[tuple[str | None, bool], Environment] = OrderedDict()
         self._judges = _has_llm_judge(env.manifest.verifier)
+        # Which splits there are, and which are here, does not change while serving; the
+        # property stats each split's file, on every request otherwise.
+        self.splits = env.splits
 
     # -- splits and tasks -------------------------------------------------------------
 
     def held_out(self, split: str) -> bool:
         """Whether ``split`` is held out; :class:`EnvNotFoundError` if there is no such split."""
-        info = self.env.splits.get(split)
+        info = self.splits.get(split)
         if info is None:
-            known = ", ".join(self.env.splits)
+            known = ", ".join(self.splits)
             raise EnvNotFoundError(f"{self.name} has no split {split!r} (splits: {known})",
                                    hint=f"use one of: {known}")
         return info.held_out
@@ -90,10 +93,10 @@ class Served:
         env = self.env
         return {"name": env.name, "version": env.version, "digest": env.digest,
                 "protocol": env.manifest.harness.protocol,
-                "splits": [self.split_view(name) for name in env.splits]}
+                "splits": [self.split_view(name) for name in self.splits]}
 
     def split_view(self, name: str) -> dict[str, Any]:
-        info = self.env.splits[name]
+        info = self.splits[name]
         rows = info.rows
         if rows is None and info.available and not info.generated:
             rows = len(self.tasks(name, seed=None, limit=None))  # read at start-up: a count, no I/O
