@@ -478,6 +478,11 @@ def _close(limited: Server, eid: str) -> None:
 
 def test_concurrency_limit_is_a_429_and_frees_on_close(limited: Server) -> None:
     ids = [_open(limited).json()["episode_id"] for _ in range(3)]
+
+    def touch() -> None:  # restart the idle clocks (idle-timeout-s = 1.0), so none expires meanwhile
+        for eid in ids:
+            assert httpx2.get(f"{limited.base_url}/v1/episodes/{eid}", headers=_auth()).status_code == 200
+
     refused = _open(limited)
     assert refused.status_code == 429
     assert refused.headers["retry-after"] == "1"
@@ -487,6 +492,7 @@ def test_concurrency_limit_is_a_429_and_frees_on_close(limited: Server) -> None:
     # the client waits for a free slot (429 + Retry-After) up to busy_wait_s, then gives up
     env = load_remote(limited.url("acme/calc"), settings=load_settings({}), token=TOKEN, busy_wait_s=0.3)
     task = env.tasks("dev")[0]
+    touch()
     with pytest.raises(RemoteError) as e:
         env.episode(task).reset()
     assert e.value.status == 429
