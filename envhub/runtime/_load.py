@@ -91,10 +91,10 @@ def load(ref_or_path: str | os.PathLike[str], *, trust_code: bool = False, regis
     except InvalidIdError as e:
         raise UsageError(f"{text!r} is neither a bundle directory nor an environment id ({e.message})",
                          hint="pass a directory with an envhub.toml, or an id such as acme/sql-shop@1.0.0") from e
-    manifest = load_manifest(result.path)
+    manifest = load_manifest(result.path, plugins=plugins)
     return _environment(manifest, result.path, settings, trust_code=trust_code, heldout_root=result.heldout_path,
                         digest=result.entry.digest, source=f"{result.entry.ref} from {url}",
-                        locator=result.entry.locator, with_heldout=with_heldout, offline=offline)
+                        locator=result.entry.locator, with_heldout=with_heldout, offline=offline, plugins=plugins)
 
 
 def _locked(text: str, registry: str | None, locked: bool) -> tuple[Any, Path] | None:
@@ -129,7 +129,8 @@ def _environment(manifest: Manifest, root: Path, settings: Settings, *, trust_co
     if manifest.tasks.format == "mixture":
         from envhub.runtime._composite import CompositeEnvironment
 
-        children = _children(manifest, settings, trust_code=trust_code, with_heldout=with_heldout, offline=offline)
+        children = _children(manifest, settings, trust_code=trust_code, with_heldout=with_heldout, offline=offline,
+                             plugins=plugins)
         return CompositeEnvironment(manifest, root, children, digest=digest, source=source,  # type: ignore[return-value]
                                     locator=locator)
     name = manifest.environment.name
@@ -155,7 +156,7 @@ def _environment(manifest: Manifest, root: Path, settings: Settings, *, trust_co
 
 
 def _children(manifest: Manifest, settings: Settings, *, trust_code: bool, with_heldout: bool,
-              offline: bool) -> dict[str, Environment]:
+              offline: bool, plugins: PluginManager | None) -> dict[str, Environment]:
     """The environments a composite mixes: the project lock's versions if it has them,
     else the newest versions that fit ``[dependencies]`` (resolved together)."""
     from envhub.hub import fetch
@@ -180,10 +181,10 @@ def _children(manifest: Manifest, settings: Settings, *, trust_code: bool, with_
     for name, entry in entries.items():
         result = fetch(entry, entry.registry, settings, with_heldout=name in heldout and entry.heldout_digest is not None,
                        heldout_url=settings.heldout_store, offline=offline)
-        children[name] = _environment(load_manifest(result.path), result.path, settings, trust_code=trust_code,
-                                      heldout_root=result.heldout_path, digest=entry.digest,
+        children[name] = _environment(load_manifest(result.path, plugins=plugins), result.path, settings,
+                                      trust_code=trust_code, heldout_root=result.heldout_path, digest=entry.digest,
                                       source=f"{entry.ref} from {entry.registry}", locator=entry.locator,
-                                      with_heldout=with_heldout, offline=offline)
+                                      with_heldout=with_heldout, offline=offline, plugins=plugins)
     return children
 
 
