@@ -55,7 +55,8 @@ def eval_(ctx: click.Context, target: str, split: str, policy_spec: str, limit: 
     episode (messages, tool calls, reward, breakdown, timing, error, provenance) and a
     summary (mean reward, pass@k, per-criterion means, errors).
 
-    REF|PATH is a bundle directory or an environment id (pulled if not cached).
+    REF|PATH is a bundle directory, an environment id (pulled if not cached), or the URL of
+    an environment served by 'envhub serve' (http://HOST:PORT/NAMESPACE/NAME).
 
     Exit codes: 0 done (whatever the rewards), 1 every rollout failed, 2 invalid input.
     """
