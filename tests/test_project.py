@@ -567,3 +567,21 @@ def test_a_warm_sync_remembers_its_checks_until_a_file_changes(tmp_path: Path) -
     (root / "pyproject.toml").write_text(PYPROJECT.format(environments='["acme/a", "acme/b"]'))
     stale = run_in_process("sync", "--locked", cwd=root)  # a changed file is checked again
     assert stale.code == 1 and "added acme/b" in stale.err
+
+
+def test_any_version_dependency_star(tmp_path: Path) -> None:
+    """A dependency written "*" (any version) resolves, locks and loads like a bare name."""
+    import envhub
+
+    _children(tmp_path)
+    mix = _composite(tmp_path)
+    manifest = mix / "envhub.toml"
+    manifest.write_text(manifest.read_text().replace('"acme/arith" = ">=1.0"', '"acme/arith" = "*"'))
+    assert run_in_process("push", str(mix)).code == 0
+    assert envhub.load(mix).tasks("train")[0].id == "acme/arith:train:arith-0"
+    root = project(tmp_path, ["acme/mix"])
+    result = run_in_process("lock", cwd=root)
+    assert result.code == 0, result.err
+    mix_lock = next(e for e in lock_data(root)["environment"] if e["name"] == "acme/mix")
+    assert mix_lock["dependencies"] == ["acme/algebra>=1.0,<2", "acme/arith"]
+    assert run_in_process("sync", "--locked", cwd=root).code == 0

@@ -98,7 +98,9 @@ class VersionEntry:
             tags=tuple(env.tags),
             heldout_digest=bundle.heldout.digest if bundle.heldout else None,
             locator=locator,
-            dependencies=tuple(sorted(bundle.manifest.dependencies.items())),
+            # "*" (any version) is written as the empty specifier, which PEP 440 tools read.
+            dependencies=tuple(sorted((n, "" if s.strip() in ("", "*") else s)
+                                      for n, s in bundle.manifest.dependencies.items())),
             python_dependencies=tuple(env.python_dependencies),
         )
 

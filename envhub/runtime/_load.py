@@ -167,12 +167,13 @@ def _children(manifest: Manifest, settings: Settings, *, trust_code: bool, with_
     used = {part.env for split in splits for part in split.mixture or ()}
     # Held-out child splits are fetched only for held-out composite splits (validated to match).
     heldout = {part.env for split in splits if split.held_out for part in split.mixture or ()} if with_heldout else set()
+    specs = {n: "" if s.strip() in ("", "*") else s for n, s in manifest.dependencies.items()}  # "*": any
     entries = {}
     for name in sorted(used):
-        locked = locked_for(f"{name}{manifest.dependencies[name]}")
+        locked = locked_for(f"{name}{specs[name]}")
         if locked is not None:
             entries[name] = locked_entry(locked[0], settings)
-    missing = [Requirement(n, _specifier(manifest.dependencies[n])) for n in sorted(used) if n not in entries]
+    missing = [Requirement(n, _specifier(specs[n])) for n in sorted(used) if n not in entries]
     if missing:
         index = RegistryIndex(registry_urls(find_project(), settings), settings, offline=offline)
         pins = resolve(missing, index).pins
