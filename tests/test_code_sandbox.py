@@ -35,7 +35,9 @@ def ctx() -> VerifierContext:
     return VerifierContext(root=Path("."), load_entry_point=refuse)
 
 
-def verifier(timeout_s: float = 2.0, memory_mb: int = 256, *, isolate: bool = True) -> CodeTestsVerifier:
+# Runs meant to finish get a generous wall-clock limit: on a loaded 2-core CI machine starting
+# a sandboxed interpreter has taken over 2 s. Tests of the limit itself pass their own.
+def verifier(timeout_s: float = 10.0, memory_mb: int = 256, *, isolate: bool = True) -> CodeTestsVerifier:
     spec = CodeTests(kind="code-tests", timeout_s=timeout_s, memory_mb=memory_mb)
     return build_verifier(spec, ctx()) if isolate else CodeTestsVerifier(spec, isolate=False)  # type: ignore[return-value]
 
@@ -320,7 +322,8 @@ def test_ascore_matches_score_and_runs_concurrently() -> None:
 def test_ascore_timeout() -> None:
     t = Task(id="t1", split="dev", data={"id": "t1", "tests": "assert True\n"})
     result = asyncio.run(verifier(timeout_s=1.0).ascore(t, Trajectory.of("while True: pass")))
-    assert (result.reward, result.info["killed_by"]) == (0.0, "timeout")
+    # The CPU limit (1 s, from the timeout) and the wall clock (1 s) race: either stops it.
+    assert (result.reward, result.info["killed_by"] in ("timeout", "cpu")) == (0.0, True)
 
 
 def test_sandbox_limits_cpu_follows_timeout() -> None:
