@@ -6,8 +6,6 @@ tomli-w would rewrite the whole file.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 from envhub.errors import UsageError
@@ -63,12 +61,6 @@ def write_environments(pyproject: Path, environments: list[str]) -> None:
     if len(environments) > 1:
         array.multiline(True)
     envhub["environments"] = array
-    new = tomlkit.dumps(doc)
-    fd, tmp = tempfile.mkstemp(prefix=f".{pyproject.name}.", dir=pyproject.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(new)
-        os.replace(tmp, pyproject)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    from envhub._atomic import write_text_atomic
+
+    write_text_atomic(pyproject, tomlkit.dumps(doc))

@@ -8,9 +8,7 @@ Written sorted, one environment per table, so a change of one version is a small
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -110,14 +108,9 @@ def write_lock(path: Path, lock: Lockfile) -> bool:
             return False
     except FileNotFoundError:
         pass
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    from envhub._atomic import write_text_atomic
+
+    write_text_atomic(path, text)
     return True
 
 

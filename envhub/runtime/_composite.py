@@ -14,10 +14,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from envhub._version import __version__
 from envhub.errors import BundleError, EnvNotFoundError
 from envhub.manifest._models import Manifest
-from envhub.runtime._environment import Environment, SplitInfo
+from envhub.runtime._environment import Environment, SplitInfo, bundle_digest, provenance
 from envhub.runtime._episode import Episode
 from envhub.runtime._types import Message, Score, Task, Trajectory
 
@@ -177,21 +176,11 @@ class CompositeEnvironment:
     @property
     def digest(self) -> str:
         if self._digest is None:
-            import tempfile
-
-            from envhub.bundle import build_bundle
-
-            with tempfile.TemporaryDirectory(prefix="envhub-digest-") as out:
-                self._digest = build_bundle(self.root, out).public.digest
+            self._digest = bundle_digest(self.root)
         return self._digest
 
     def provenance(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"env": self.name, "version": self.version, "digest": self.digest,
-                               "score_version": self.score_version, "source": self.source,
-                               "envhub_version": __version__}
-        if self.locator:
-            out["locator"] = self.locator
-        return out
+        return provenance(self)
 
     def task_provenance(self, task: Task) -> dict[str, Any]:
         """Where ``task`` really comes from: the child's provenance, split and task id."""

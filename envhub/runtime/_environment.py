@@ -176,22 +176,12 @@ class Environment:
         """The public archive's digest: the registry's for a pulled environment; for a
         directory, the digest ``envhub push`` would publish (computed once, by building)."""
         if self._digest is None:
-            import tempfile
-
-            from envhub.bundle import build_bundle
-
-            with tempfile.TemporaryDirectory(prefix="envhub-digest-") as out:
-                self._digest = build_bundle(self.root, out).public.digest
+            self._digest = bundle_digest(self.root)
         return self._digest
 
     def provenance(self) -> dict[str, Any]:
         """What every rollout record carries about where its environment came from."""
-        out: dict[str, Any] = {"env": self.name, "version": self.version, "digest": self.digest,
-                               "score_version": self.score_version, "source": self.source,
-                               "envhub_version": __version__}
-        if self.locator:
-            out["locator"] = self.locator
-        return out
+        return provenance(self)
 
     def task_provenance(self, task: Task) -> dict[str, Any] | None:
         """Where ``task`` comes from, when not this environment (composites); else None."""
@@ -252,6 +242,27 @@ def _protocol(plugins: PluginManager, name: str) -> HarnessProtocol:
                           f"{', '.join(plugins.names('harness_protocols'))}",
                           hint="install the plugin that provides it ('envhub plugins' lists what is installed)")
     return found  # type: ignore[no-any-return]
+
+
+def bundle_digest(root: Path) -> str:
+    """The digest ``envhub push`` would publish for the bundle at ``root`` (by building it)."""
+    import tempfile
+
+    from envhub.bundle import build_bundle
+
+    with tempfile.TemporaryDirectory(prefix="envhub-digest-") as out:
+        return build_bundle(root, out).public.digest
+
+
+def provenance(env: Any) -> dict[str, Any]:
+    """The provenance fields of a loaded environment (or composite): name, version,
+    digest, score-version, source, envhub version, and its locator if it has one."""
+    out: dict[str, Any] = {"env": env.name, "version": env.version, "digest": env.digest,
+                           "score_version": env.score_version, "source": env.source,
+                           "envhub_version": __version__}
+    if env.locator:
+        out["locator"] = env.locator
+    return out
 
 
 def _reference_turn(turn: Any, index: int) -> Message:
