@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from envhub.bundle._archive import ArchiveInfo, write_archive
-from envhub.bundle._paths import SKIPPED_DIRS
+from envhub.bundle._paths import SKIPPED_DIRS, heldout_seeds_bytes, heldout_seeds_path
 from envhub.bundle._validate import validate_bundle
 from envhub.errors import BundleError
 from envhub.manifest import MANIFEST_FILENAME, Manifest, dump_manifest
@@ -81,12 +82,21 @@ def build_bundle(root: str | Path, out_dir: str | Path) -> BuiltBundle:
     facts = {s.name: s for s in check.splits}
     splits = {}
     heldout_paths = set()
+    sealed_seeds: list[tuple[str, Path | bytes]] = []
     for name, split in manifest.tasks.splits.items():
         update = {}
         if split.path is not None:
             update = {"rows": facts[name].rows, "sha256": facts[name].sha256}
             if split.held_out:
                 heldout_paths.add(split.path)
+        elif split.held_out and split.seeds is not None:
+            # A held-out generator split: whoever knows its seed range can make its tasks,
+            # so the range goes to the held-out archive and the public manifest keeps only
+            # the count and the digest of that file.
+            data = heldout_seeds_bytes(name, split.seeds)
+            sealed_seeds.append((heldout_seeds_path(name), data))
+            kept = {k: v for k, v in split.model_dump(exclude_unset=True).items() if k != "seeds"}
+            split = type(split)(**kept, rows=split.seeds[1] - split.seeds[0], sha256=hashlib.sha256(data).hexdigest())
         splits[name] = split.model_copy(update=update)
     public_manifest = manifest.model_copy(update={"tasks": manifest.tasks.model_copy(update={"splits": splits})})
 
@@ -94,6 +104,7 @@ def build_bundle(root: str | Path, out_dir: str | Path) -> BuiltBundle:
     public_files: list[tuple[str, Path | bytes]] = [(rel, root / rel) for rel in files if rel not in heldout_paths]
     public_files.append((MANIFEST_FILENAME, dump_manifest(public_manifest).encode()))
     heldout_files: list[tuple[str, Path | bytes]] = [(rel, root / rel) for rel in sorted(heldout_paths) if (root / rel).is_file()]
+    heldout_files.extend(sealed_seeds)
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -115,6 +115,10 @@ class TasksSection(_Model):
     id_field: FieldName = "id"
     prompt_field: FieldName = "prompt"
     difficulty_field: FieldName | None = None
+    difficulty_levels: list[int] | None = Field(
+        None, min_length=1,
+        description="Generator: the difficulty levels it takes, easiest first; task i of a split is made at level i mod len.",
+    )
     generator: GeneratorRef | None = Field(
         None, description="Task generator, for format = generator: the bundle's 'module:function' or a plugin's name."
     )

@@ -45,6 +45,14 @@ def _tasks(m: Manifest) -> Iterator[Problem]:
             f"a generator is only used with format = 'generator', not {t.format!r}",
             "remove it, or set format = 'generator'",
         )
+    if t.difficulty_levels is not None:
+        levels = t.difficulty_levels
+        if not generated:
+            yield _error("tasks.difficulty-levels", f"difficulty-levels are only used with format = 'generator', not {t.format!r}",
+                         "remove them: a task file's difficulty-field gives each task's level")
+        elif any(a >= b for a, b in zip(levels, levels[1:])):
+            yield _error("tasks.difficulty-levels", f"difficulty levels must increase (easiest first), got {levels}",
+                         "list each level once, in increasing order")
     seen_paths: dict[str, str] = {}
     for name, split in t.splits.items():
         field = f"tasks.splits.{name}"
@@ -56,7 +64,10 @@ def _tasks(m: Manifest) -> Iterator[Problem]:
             yield _error(f"{field}.{key}", f"{key} is only used with format = 'mixture', not {t.format!r}",
                          f"remove {key}, or set format = 'mixture'")
         if generated:
-            if split.seeds is None:
+            # A built bundle's held-out split keeps its seed range in the private store and
+            # records only rows and sha256 (section 9.1).
+            sealed = split.held_out and split.rows is not None and split.sha256 is not None
+            if split.seeds is None and not sealed:
                 yield _error(f"{field}.seeds", "generator splits need a seed range", "add seeds = [start, stop]")
             if split.path is not None:
                 yield _error(f"{field}.path", "generator splits take seeds, not a path", "remove path")
@@ -182,7 +193,7 @@ def _config(m: Manifest) -> Iterator[Problem]:
     c = m.config.curriculum
     if c is None:
         return
-    if c.strategy != "none" and m.tasks.difficulty_field is None:
-        yield _error("config.curriculum.strategy", f"curriculum {c.strategy!r} needs tasks with a difficulty", "add difficulty-field = 'difficulty' to [tasks]")
+    if c.strategy != "none" and m.tasks.difficulty_field is None and m.tasks.difficulty_levels is None:
+        yield _error("config.curriculum.strategy", f"curriculum {c.strategy!r} needs tasks with a difficulty", "add difficulty-field = 'difficulty' to [tasks] (or difficulty-levels, for a generator)")
     if c.demote_at is not None and c.demote_at >= c.promote_at:
         yield _error("config.curriculum.demote-at", f"demote-at ({c.demote_at}) must be below promote-at ({c.promote_at})")

@@ -73,7 +73,8 @@ class Environment:
         self._tool_error_rate = manifest.config.noise.tool_error_rate if manifest.config.noise else 0.0
         self._protocol: HarnessProtocol = _protocol(plugins, self._harness.protocol)
         self.max_turns: int = self._protocol.max_turns or self._harness.max_turns or DEFAULT_MAX_TURNS
-        self._tasks = TaskSource(manifest.tasks, root, heldout_root, self.name, code.load, plugins=plugins)
+        self._tasks = TaskSource(manifest.tasks, root, heldout_root, self.name, code.load, plugins=plugins,
+                                 params=manifest.config.params)
         self.tools: list[Tool] = [make_tool(code.load(ep), source=ep) for ep in self._harness.tools]
         self._tools_by_name = {tool.name: tool for tool in self.tools}
         self.tool_specs: list[dict[str, Any]] = [tool.spec for tool in self.tools]
@@ -96,8 +97,9 @@ class Environment:
     @property
     def splits(self) -> dict[str, SplitInfo]:
         """Every split, with whether its tasks are here (held-out ones may not be)."""
+        generated = self.manifest.tasks.format == "generator"
         return {name: SplitInfo(name, s.held_out, self._tasks.available(name), s.rows if s.seeds is None
-                                else s.seeds[1] - s.seeds[0], s.seeds is not None)
+                                else s.seeds[1] - s.seeds[0], generated)
                 for name, s in self.manifest.tasks.splits.items()}
 
     def tasks(self, split: str, *, seed: int | None = None, limit: int | None = None) -> Sequence[Task]:
@@ -111,6 +113,14 @@ class Environment:
     def task(self, split: str, task_id: str) -> Task:
         """One task by id; :class:`envhub.errors.EnvNotFoundError` if there is none."""
         return self._tasks.task(split, task_id)
+
+    def tasks_by_level(self, split: str) -> dict[Any, Sequence[Task]]:
+        """The tasks of ``split`` grouped by difficulty level, easiest first (what a
+        curriculum draws from). A generator with ``difficulty-levels`` gives lazy views, so
+        an unbounded seed range costs nothing until drawn from.
+
+        Raises :class:`envhub.errors.UsageError` when tasks have no difficulty."""
+        return self._tasks.by_level(split)
 
     # -- episodes and scores ------------------------------------------------------------
 

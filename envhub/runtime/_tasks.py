@@ -22,7 +22,11 @@ from envhub.runtime._types import Task
 if TYPE_CHECKING:
     from envhub.plugins import PluginManager
 
-__all__ = ["GeneratedTasks", "TaskSource", "read_jsonl"]
+__all__ = ["MAX_GROUPED_SEEDS", "GeneratedTasks", "TaskSource", "read_jsonl"]
+
+#: The most generated tasks :meth:`TaskSource.by_level` makes one by one to learn their
+#: difficulty; beyond it a generator must declare ``difficulty-levels``.
+MAX_GROUPED_SEEDS = 100_000
 
 
 class GeneratedTasks(Sequence[Task]):
@@ -53,8 +57,10 @@ class TaskSource:
     the public bundle (``pull --with-heldout``)."""
 
     def __init__(self, spec: TasksSection, root: Path, heldout_root: Path | None, env_name: str,
-                 load_entry_point: Callable[[str], Any], *, plugins: PluginManager | None = None) -> None:
+                 load_entry_point: Callable[[str], Any], *, plugins: PluginManager | None = None,
+                 params: Mapping[str, Any] | None = None) -> None:
         self.spec = spec
+        self._params = dict(params or {})
         self._plugins = plugins
         self.root = root
         self.heldout_root = heldout_root
@@ -90,15 +96,55 @@ class TaskSource:
 
     def available(self, name: str) -> bool:
         split = self.split(name)
-        return split.path is None or self.file_for(name) is not None
+        if split.seeds is not None or split.mixture is not None:
+            return True
+        if split.path is None:  # a held-out generator split whose seed range is kept apart
+            return self._sealed_seeds_file(name) is not None
+        return self.file_for(name) is not None
+
+    def seed_range(self, name: str) -> tuple[int, int]:
+        """The ``[start, stop)`` seeds of generator split ``name``: from the manifest, or, for
+        a held-out split of a built bundle, from the held-out store (its digest checked)."""
+        split = self.split(name)
+        if split.seeds is not None:
+            return split.seeds[0], split.seeds[1]
+        path = self._sealed_seeds_file(name)
+        if path is None:
+            raise EnvNotFoundError(
+                f"{self.env_name}: split {name!r} is held out, and its seed range is not in this copy of the bundle",
+                hint="pull it with 'envhub pull --with-heldout' (needs access to the held-out store), "
+                     "or have a server score it ('envhub serve')")
+        import hashlib
+        import json
+
+        data = path.read_bytes()
+        if split.sha256 is not None and hashlib.sha256(data).hexdigest() != split.sha256:
+            raise BundleError(f"{path}: the held-out seed range does not match the digest the manifest records",
+                              [Problem("error", "digest-mismatch", "the held-out store holds another seed range",
+                                       file=str(path))])
+        start, stop = json.loads(data)["seeds"]
+        return int(start), int(stop)
+
+    def _sealed_seeds_file(self, name: str) -> Path | None:
+        from envhub.bundle._paths import heldout_seeds_path
+
+        for base in (self.heldout_root, self.root):
+            if base is not None and (base / heldout_seeds_path(name)).is_file():
+                return base / heldout_seeds_path(name)
+        return None
+
+    @property
+    def levels(self) -> list[int] | None:
+        """A generator's difficulty levels, easiest first (``difficulty-levels``), or None."""
+        return list(self.spec.difficulty_levels) if self.spec.difficulty_levels else None
 
     def tasks(self, name: str, *, seed: int | None = None, limit: int | None = None) -> Sequence[Task]:
         """The tasks of split ``name``: in file order, or shuffled by ``seed``; at most ``limit``."""
         if limit is not None and limit < 0:
             raise UsageError(f"limit must be >= 0, got {limit}")
         split = self.split(name)
-        if split.seeds is not None:
-            return self._generated(name, split.seeds, seed=seed, limit=limit)
+        if self.spec.format == "generator":
+            return self._generated(name, self.seed_range(name), seed=seed, limit=limit)
         rows: Sequence[Task] = self._load(name)
         if seed is not None:
             rows = list(rows)
@@ -107,8 +153,8 @@ class TaskSource:
 
     def task(self, name: str, task_id: str) -> Task:
         """The task with id ``task_id`` in split ``name``; :class:`EnvNotFoundError` if none."""
-        split = self.split(name)
-        if split.seeds is not None:
+        self.split(name)
+        if self.spec.format == "generator":
             for task in self.tasks(name):
                 if task.id == task_id:
                     return task
@@ -120,30 +166,85 @@ class TaskSource:
                 return index[task_id]
         raise EnvNotFoundError(f"{self.env_name}: no task {task_id!r} in split {name!r}")
 
-    def _generated(self, name: str, seeds: list[int], *, seed: int | None, limit: int | None) -> Sequence[Task]:
-        if self._generator is None:
-            assert self.spec.generator is not None  # rule T-generator
-            if ":" in self.spec.generator:  # the bundle's own code (needs trust)
-                self._generator = self._load_entry_point(self.spec.generator)
-            else:  # a plugin's named generator: installed code
-                self._generator = self._plugin("task_generators", self.spec.generator, "task generator").generate
-            self._generator_takes = frozenset(inspect.signature(self._generator).parameters)
+    def by_level(self, name: str) -> dict[Any, Sequence[Task]]:
+        """The tasks of split ``name`` grouped by difficulty, easiest level first.
+
+        A generator with ``difficulty-levels`` gives one lazy view per level (task ``i`` is
+        at level ``i mod len(levels)``); otherwise every task is read (or made, up to
+        :data:`MAX_GROUPED_SEEDS` for a generator) and grouped by its difficulty field."""
+        levels = self.levels
+        if self.spec.format == "generator" and levels:
+            start, stop = self.seed_range(name)
+            make = self._maker(name, start)
+            return {level: GeneratedTasks(make, range(start + k, stop, len(levels)))
+                    for k, level in enumerate(levels) if start + k < stop}
+        tasks = self.tasks(name)
+        if self.spec.format == "generator" and len(tasks) > MAX_GROUPED_SEEDS:
+            raise UsageError(f"{self.env_name}: split {name!r} has {len(tasks):,} generated tasks, too many to group "
+                             "by difficulty one by one",
+                             hint="declare difficulty-levels in [tasks] and have the generator take difficulty")
+        groups: dict[Any, list[Task]] = {}
+        for task in tasks:
+            groups.setdefault(task.difficulty, []).append(task)
+        missing = groups.pop(None, [])
+        if missing:
+            field = self.spec.difficulty_field or "difficulty-field"
+            raise UsageError(f"{self.env_name}: {len(missing)} task(s) of split {name!r} have no {field} "
+                             f"(first: {missing[0].id!r}), so they have no curriculum level",
+                             hint="give every task a numeric difficulty")
+        try:
+            order = sorted(groups)
+        except TypeError:
+            raise UsageError(f"{self.env_name}: the difficulties of split {name!r} are not all numbers "
+                             f"({', '.join(sorted({type(d).__name__ for d in groups}))})",
+                             hint="use numbers for difficulty: a curriculum orders them") from None
+        return {level: groups[level] for level in order}
+
+    def _generated(self, name: str, seeds: tuple[int, int], *, seed: int | None, limit: int | None) -> Sequence[Task]:
+        make = self._maker(name, seeds[0])
         start, stop = seeds
         order: Sequence[int] = range(start, stop)
         if seed is not None:
             order = random.Random(seed).sample(order, len(order) if limit is None else min(limit, len(order)))
         elif limit is not None:
             order = order[:limit]
-        generator = self._generator
-        takes_split = "split" in self._generator_takes
+        return GeneratedTasks(make, order)
+
+    def _maker(self, name: str, start: int) -> Callable[[int], Task]:
+        """A function making split ``name``'s task for a seed: the generator is called with
+        ``seed`` and, when it takes them, ``split``, ``difficulty`` (the level of the seed's
+        index, with ``difficulty-levels``) and ``params`` (``[config.params]``)."""
+        if self._generator is None:
+            assert self.spec.generator is not None  # rule T1
+            if ":" in self.spec.generator:  # the bundle's own code (needs trust)
+                self._generator = self._load_entry_point(self.spec.generator)
+            else:  # a plugin's named generator: installed code
+                self._generator = self._plugin("task_generators", self.spec.generator, "task generator").generate
+            parameters = inspect.signature(self._generator).parameters.values()
+            if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+                self._generator_takes = frozenset({"split", "difficulty", "params"})
+            else:
+                self._generator_takes = frozenset(p.name for p in parameters)
+        generator, takes, levels = self._generator, self._generator_takes, self.levels
+        fixed: dict[str, Any] = {}
+        if "split" in takes:
+            fixed["split"] = name
+        if "params" in takes:
+            fixed["params"] = self._params
 
         def make(task_seed: int) -> Task:
-            row = generator(seed=task_seed, split=name) if takes_split else generator(seed=task_seed)
+            index = task_seed - start
+            level = levels[index % len(levels)] if levels else None
+            kwargs = dict(fixed, difficulty=level) if levels and "difficulty" in takes else fixed
+            row = generator(seed=task_seed, **kwargs)
             if not isinstance(row, Mapping):
                 raise TypeError(f"{self.spec.generator} returned {type(row).__name__}, not a task dict")
-            return self._task(name, row, task_seed - start, seed=task_seed)
+            task = self._task(name, row, index, seed=task_seed)
+            if level is not None and task.difficulty is None:
+                task = Task(task.id, task.split, task.data, task.index, task.prompt, level, task.seed)
+            return task
 
-        return GeneratedTasks(make, order)
+        return make
 
     def _task(self, split: str, row: Mapping[str, Any], index: int, *, seed: int | None = None) -> Task:
         spec = self.spec
