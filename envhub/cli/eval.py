@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from envhub.cli._common import json_option, offline_option, registry_option
-from envhub.errors import ExitCode
+from envhub.errors import ExitCode, UsageError
 
 
 def trust_option(f: Any) -> Any:
@@ -32,6 +32,9 @@ def trust_option(f: Any) -> Any:
 @click.option("-o", "--output", "output", type=click.Path(path_type=Path, dir_okay=False),
               help="JSONL file for the rollout records (default: under ./envhub-runs/).")
 @click.option("--resume", is_flag=True, help="Skip rollouts already in the output file.")
+@click.option("--curriculum", "use_curriculum", is_flag=True,
+              help="Draw -n tasks by the manifest's [config.curriculum] (batches of --concurrency), "
+                   "instead of each task in turn.")
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True),
               help="Wall-clock limit per episode in seconds (default: the manifest's timeout-s).")
 @click.option("--base-url", envvar="OPENAI_BASE_URL", help="OpenAI-compatible endpoint for openai:MODEL policies.")
@@ -48,7 +51,7 @@ def trust_option(f: Any) -> Any:
 @click.pass_context
 def eval_(ctx: click.Context, target: str, split: str, policy_spec: str, limit: int | None,
           rollouts_per_task: int, concurrency: int, seed: int | None, output: Path | None, resume: bool,
-          timeout_s: float | None, base_url: str | None, success_threshold: float, with_heldout: bool,
+          use_curriculum: bool, timeout_s: float | None, base_url: str | None, success_threshold: float, with_heldout: bool,
           force_self_judge: bool, executor: str, trust: bool, registry: str | None, offline: bool,
           as_json: bool) -> None:
     """Roll out a policy on one split of an environment, writing one JSONL record per
@@ -61,19 +64,24 @@ def eval_(ctx: click.Context, target: str, split: str, policy_spec: str, limit: 
     Exit codes: 0 done (whatever the rewards), 1 every rollout failed, 2 invalid input.
     """
     import asyncio
+    import functools
 
     from envhub.runtime import load
-    from envhub.runtime._eval import EvalRun, plan_jobs, read_records, summarize
+    from envhub.runtime._eval import CurriculumRun, EvalRun, plan_jobs, read_records, summarize
     from envhub.runtime._runner import RolloutPlan, make_executor
     from envhub.runtime.policies import make_policy
     from envhub.settings import load_settings
 
     settings = load_settings()
+    if use_curriculum and rollouts_per_task != 1:
+        raise UsageError("--curriculum draws each rollout's task itself; it takes no -k",
+                         hint="pass -n N for the number of draws")
     runner = make_executor(executor)  # before loading: a wrong name fails fast
     env = load(target, trust_code=trust, registry=registry, with_heldout=with_heldout,
                offline=offline or settings.offline, settings=settings)
     try:
-        tasks = env.tasks(split, seed=seed, limit=limit)
+        curriculum = _curriculum(env, split, seed, limit, success_threshold) if use_curriculum else None
+        tasks = env.tasks(split, seed=seed, limit=1 if curriculum is not None else limit)
         sampling = env.manifest.config.sampling
         policy = make_policy(policy_spec, base_url=base_url, max_connections=concurrency,
                              sampling=sampling.model_dump(exclude_none=True, exclude_defaults=True) if sampling else None,
@@ -86,15 +94,24 @@ def eval_(ctx: click.Context, target: str, split: str, policy_spec: str, limit: 
         out = output or _default_output(env.name, env.version, split, policy.name)
         plan = RolloutPlan(env, policy, timeout_s=timeout_s or env.manifest.config.timeout_s,
                            concurrency=concurrency, provenance=provenance)
-        run = EvalRun(plan, plan_jobs(tasks, rollouts_per_task, seed), out, resume=resume, executor=runner)
-        todo = run.prepare()
-        skipped = len(run.jobs) - len(todo)
-        errors_this_run = asyncio.run(_run_with_progress(run, todo, show=_progress_wanted(as_json)))
+        run: EvalRun | CurriculumRun
+        if curriculum is not None:
+            assert curriculum.total is not None
+            run = CurriculumRun(plan, curriculum, curriculum.total, out, resume=resume, executor=runner, run_seed=seed)
+            remaining = run.prepare()
+            skipped = curriculum.total - remaining
+            play = run.run
+        else:
+            run = EvalRun(plan, plan_jobs(tasks, rollouts_per_task, seed), out, resume=resume, executor=runner)
+            todo = run.prepare()
+            remaining, skipped = len(todo), len(run.jobs) - len(todo)
+            play = functools.partial(run.run, todo)
+        errors_this_run = asyncio.run(_run_with_progress(play, policy, remaining, show=_progress_wanted(as_json)))
     finally:
         env.close()
 
     summary = summarize(read_records(out), success_threshold=success_threshold)
-    summary.update({"output": str(out), "ran": len(todo), "skipped": skipped})
+    summary.update({"output": str(out), "ran": remaining, "skipped": skipped})
     summary_path = out.with_name(out.name.removesuffix(".jsonl") + ".summary.json")
     import json
 
@@ -105,15 +122,32 @@ def eval_(ctx: click.Context, target: str, split: str, policy_spec: str, limit: 
         emit_json(summary)
     else:
         _print_summary(summary, summary_path)
-    if todo and errors_this_run == len(todo):
+    if remaining and errors_this_run == remaining:
         from envhub.cli._output import message
 
         message(f"envhub: every rollout of this run failed; see the 'error' field in {out}")
         ctx.exit(ExitCode.CHECK_FAILED)
 
 
-async def _run_with_progress(run: Any, todo: list[Any], *, show: bool) -> int:
-    """Run, with a progress bar on stderr when wanted; returns the number of failed rollouts."""
+def _curriculum(env: Any, split: str, seed: int | None, limit: int | None, success_threshold: float) -> Any:
+    """The curriculum of ``env``'s manifest over ``split``, for ``limit`` draws (default: the
+    split's size). Raises UsageError when the manifest declares none."""
+    from envhub.runtime._curriculum import Curriculum
+
+    manifest = getattr(env, "manifest", None)
+    spec = manifest.config.curriculum if manifest is not None else None
+    if spec is None or spec.strategy == "none":
+        raise UsageError(f"{env.name} declares no curriculum", hint="add [config.curriculum] to its manifest, "
+                         "e.g. curriculum = { strategy = \"success-window\", window = 32, promote-at = 0.8 }")
+    total = limit if limit is not None else env.splits[split].rows
+    if total is None or (env.splits[split].generated and limit is None):
+        raise UsageError(f"--curriculum on the generated split {split!r} needs the number of draws", hint="pass -n N")
+    return Curriculum(env, split, spec, seed=seed, total=total, success_threshold=success_threshold)
+
+
+async def _run_with_progress(play: Any, policy: Any, remaining: int, *, show: bool) -> int:
+    """Run (``play(on_record)``), with a progress bar on stderr when wanted; returns the
+    number of failed rollouts."""
     errors = 0
     try:
         if not show:
@@ -121,7 +155,7 @@ async def _run_with_progress(run: Any, todo: list[Any], *, show: bool) -> int:
                 nonlocal errors
                 errors += record.get("error") is not None
 
-            await run.run(todo, count)
+            await play(count)
             return errors
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -131,7 +165,7 @@ async def _run_with_progress(run: Any, todo: list[Any], *, show: bool) -> int:
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       TextColumn("mean reward {task.fields[mean]}"), console=Console(stderr=True),
                       transient=True) as progress:
-            bar = progress.add_task("rollouts", total=len(todo), mean="-")
+            bar = progress.add_task("rollouts", total=remaining, mean="-")
 
             def advance(record: dict[str, Any]) -> None:
                 nonlocal errors, total_reward, done
@@ -140,10 +174,10 @@ async def _run_with_progress(run: Any, todo: list[Any], *, show: bool) -> int:
                 done += 1
                 progress.update(bar, advance=1, mean=f"{total_reward / done:.3f}")
 
-            await run.run(todo, advance)
+            await play(advance)
         return errors
     finally:
-        await run.plan.policy.aclose()
+        await policy.aclose()
 
 
 def _progress_wanted(as_json: bool) -> bool:
@@ -170,6 +204,10 @@ def _print_summary(summary: dict[str, Any], summary_path: Path) -> None:
             lines.append(f"  pass@{k:<9} {value:.4f}")
         for name, value in summary["criteria"].items():
             lines.append(f"  {name:<13} {value:.4f}")
+        if "curriculum" in summary:
+            c = summary["curriculum"]
+            spread = ", ".join(f"{level}: {n}" for level, n in c["draws_per_level"].items())
+            lines.append(f"  curriculum    {c['strategy']}, draws per level {spread}; last level {c['last_level']}")
         errors = summary["errors"]
         kinds = ", ".join(f"{k} {n}" for k, n in summary["errors_by_kind"].items())
         lines.append(f"  errors        {errors}" + (f" ({kinds})" if errors else ""))

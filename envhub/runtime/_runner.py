@@ -36,6 +36,8 @@ class RolloutJob:
     task: Task
     rollout: int
     seed: int
+    #: Where a curriculum stood when it drew the task (the record's ``curriculum`` field).
+    curriculum: dict[str, Any] | None = None
 
 
 @dataclass
@@ -105,6 +107,7 @@ async def run_rollout(plan: RolloutPlan, job: RolloutJob) -> dict[str, Any]:
         "rollout": job.rollout,
         "seed": job.seed,
         "difficulty": task.difficulty,
+        **({"curriculum": job.curriculum} if job.curriculum is not None else {}),
         "reward": reward,
         "breakdown": breakdown,
         "error": error,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import inspect
 import random
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
@@ -22,11 +22,13 @@ from envhub.runtime._types import Task
 if TYPE_CHECKING:
     from envhub.plugins import PluginManager
 
-__all__ = ["MAX_GROUPED_SEEDS", "GeneratedTasks", "TaskSource", "read_jsonl"]
+__all__ = ["MAX_GROUPED_SEEDS", "GeneratedTasks", "TaskSource", "group_by_level", "read_jsonl"]
 
 #: The most generated tasks :meth:`TaskSource.by_level` makes one by one to learn their
 #: difficulty; beyond it a generator must declare ``difficulty-levels``.
 MAX_GROUPED_SEEDS = 100_000
+#: The most seeds of a generator split shuffled whole (``seed`` without ``limit``).
+MAX_SHUFFLED_SEEDS = 10_000_000
 
 
 class GeneratedTasks(Sequence[Task]):
@@ -183,27 +185,15 @@ class TaskSource:
             raise UsageError(f"{self.env_name}: split {name!r} has {len(tasks):,} generated tasks, too many to group "
                              "by difficulty one by one",
                              hint="declare difficulty-levels in [tasks] and have the generator take difficulty")
-        groups: dict[Any, list[Task]] = {}
-        for task in tasks:
-            groups.setdefault(task.difficulty, []).append(task)
-        missing = groups.pop(None, [])
-        if missing:
-            field = self.spec.difficulty_field or "difficulty-field"
-            raise UsageError(f"{self.env_name}: {len(missing)} task(s) of split {name!r} have no {field} "
-                             f"(first: {missing[0].id!r}), so they have no curriculum level",
-                             hint="give every task a numeric difficulty")
-        try:
-            order = sorted(groups)
-        except TypeError:
-            raise UsageError(f"{self.env_name}: the difficulties of split {name!r} are not all numbers "
-                             f"({', '.join(sorted({type(d).__name__ for d in groups}))})",
-                             hint="use numbers for difficulty: a curriculum orders them") from None
-        return {level: groups[level] for level in order}
+        return group_by_level(tasks, f"{self.env_name}: split {name!r}", self.spec.difficulty_field)
 
     def _generated(self, name: str, seeds: tuple[int, int], *, seed: int | None, limit: int | None) -> Sequence[Task]:
         make = self._maker(name, seeds[0])
         start, stop = seeds
         order: Sequence[int] = range(start, stop)
+        if seed is not None and limit is None and len(order) > MAX_SHUFFLED_SEEDS:
+            raise UsageError(f"{self.env_name}: split {name!r} has {len(order):,} seeds, too many to shuffle all of them",
+                             hint="take a sample: pass a limit (envhub eval -n N)")
         if seed is not None:
             order = random.Random(seed).sample(order, len(order) if limit is None else min(limit, len(order)))
         elif limit is not None:
@@ -300,6 +290,24 @@ class TaskSource:
                                            file=str(path))])
             rows.append(row if isinstance(row, dict) else dict(row))
         return rows
+
+
+def group_by_level(tasks: Iterable[Task], where: str, field: str | None = None) -> dict[Any, Sequence[Task]]:
+    """``tasks`` grouped by difficulty, easiest first. Raises :class:`UsageError` (saying
+    ``where``) when a task has no difficulty or the difficulties are not all numbers."""
+    groups: dict[Any, list[Task]] = {}
+    for task in tasks:
+        groups.setdefault(task.difficulty, []).append(task)
+    missing = groups.pop(None, [])
+    if missing:
+        raise UsageError(f"{where}: {len(missing)} task(s) have no {field or 'difficulty'} "
+                         f"(first: {missing[0].id!r}), so they have no curriculum level",
+                         hint="give every task a numeric difficulty (tasks.difficulty-field)")
+    if any(isinstance(d, bool) or not isinstance(d, (int, float)) for d in groups):
+        kinds = ", ".join(sorted({type(d).__name__ for d in groups}))
+        raise UsageError(f"{where}: the difficulties are not all numbers ({kinds})",
+                         hint="use numbers for difficulty: a curriculum orders them")
+    return {level: groups[level] for level in sorted(groups)}
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
