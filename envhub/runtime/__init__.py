@@ -10,6 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from envhub.runtime._curriculum import Curriculum, Draw, LevelChange
     from envhub.runtime._environment import Environment, SplitInfo
     from envhub.runtime._episode import Episode
     from envhub.runtime._load import load
@@ -18,6 +19,7 @@ if TYPE_CHECKING:
     from envhub.runtime._types import Observation, Score, StepResult, Task, Trajectory
 
 _WHERE = {
+    "Curriculum": "_curriculum", "Draw": "_curriculum", "LevelChange": "_curriculum",
     "Environment": "_environment", "SplitInfo": "_environment", "Episode": "_episode", "load": "_load",
     "Observation": "_types", "Score": "_types", "StepResult": "_types", "Task": "_types", "Trajectory": "_types",
     # What plugins implement (docs/plugins.md): state kinds and rollout executors.
