@@ -191,7 +191,7 @@ class Conformance:
         problems = [p for p in self.static.problems if self._is_task_problem(p)]
         if self.static.manifest is None:
             return Outcome("skipped", reason="the manifest cannot be read: see manifest-valid")
-        generated = [n for n, s in self.static.manifest.tasks.splits.items() if s.seeds is not None]
+        generated = [n for n, s in self.static.manifest.tasks.splits.items() if s.seeds is not None]  # sealed: absent
         if generated and not any(p.severity == "error" for p in problems):
             problems.extend(self._generated_tasks(generated))
         return _verdict(problems, [p for p in problems if p.severity == "warning"])
@@ -206,7 +206,9 @@ class Conformance:
         problems = []
         for name in splits:
             try:
-                for _ in env.tasks(name, limit=self.limit):
+                from envhub.runtime._check import GENERATED_CHECK_LIMIT
+
+                for _ in env.tasks(name, limit=self.limit if self.limit is not None else GENERATED_CHECK_LIMIT):
                     pass
             except EnvhubError as e:  # e.g. a plugin's generator that is not installed
                 problems.append(Problem("error", "bad-generator", f"split {name!r}: {e.message}",
