@@ -1,0 +1,1 @@
+"""The code of envhub-examples/word-guess: the game's rules, its responder and its verifier."""
