@@ -1,0 +1,1 @@
+"""The code of envhub-examples/files-workspace: the tools and the verifier."""
