@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -18,14 +19,17 @@ import pytest
 import envhub
 from envhub.errors import EnvNotFoundError
 from envhub.runtime._composite import CompositeEnvironment
+from tests.conftest import Result
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "example_envs"
 MIX = EXAMPLES / "math-and-shop"
 ARITH, SHOP = "envhub-examples/arith-word-problems", "envhub-examples/shop-db"
 
+Cli = Callable[..., Result]
+
 
 @pytest.fixture
-def children(envhub_cli) -> dict[str, str]:  # type: ignore[no-untyped-def]
+def children(envhub_cli: Cli) -> dict[str, str]:
     """Both children pushed to this test's embedded registry; {name: digest}."""
     digests = {}
     for name, directory in ((ARITH, "arith-word-problems"), (SHOP, "shop-db")):
@@ -102,14 +106,14 @@ def test_the_test_split_is_held_out_and_built_from_the_childrens_held_out_splits
         assert result.reward == 1.0
 
 
-def test_validate_check_needs_the_children_published(envhub_cli) -> None:  # type: ignore[no-untyped-def]
+def test_validate_check_needs_the_children_published(envhub_cli: Cli) -> None:
     result = envhub_cli("validate", "--strict", "--check", "--trust", str(MIX))
     assert result.code == 1  # statically valid; the --check failed
     assert ("error: cannot load the environment for --check: no set of versions satisfies every requirement:\n"
             f"  {ARITH} is not in the embedded registry") in result.out + result.err
 
 
-def test_validate_check_the_pytest_plugin_and_a_push_pull_eval_round_trip(children: dict[str, str], envhub_cli,  # type: ignore[no-untyped-def]
+def test_validate_check_the_pytest_plugin_and_a_push_pull_eval_round_trip(children: dict[str, str], envhub_cli: Cli,
                                                                           tmp_path: Path) -> None:
     result = envhub_cli("validate", "--strict", "--check", "--trust", str(MIX))
     assert result.code == 0, result.out + result.err

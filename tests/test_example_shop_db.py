@@ -12,7 +12,7 @@ import json
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ import pytest
 import envhub
 from envhub.runtime import Environment
 from envhub.runtime._types import Task
+from tests.conftest import Result
 
 SHOP = Path(__file__).resolve().parents[1] / "example_envs" / "shop-db"
 
@@ -39,8 +40,9 @@ def task(env: Environment) -> Task:
 
 def sql(query: str, call_id: str = "c1") -> dict[str, Any]:
     """An assistant turn calling run_sql."""
-    return {"role": "assistant", "content": None, "tool_calls": [
-        {"id": call_id, "type": "function", "function": {"name": "run_sql", "arguments": json.dumps({"query": query})}}]}
+    call = {"id": call_id, "type": "function",
+            "function": {"name": "run_sql", "arguments": json.dumps({"query": query})}}
+    return {"role": "assistant", "content": None, "tool_calls": [call]}
 
 
 def dump(connection: sqlite3.Connection) -> str:
@@ -183,8 +185,10 @@ def test_a_wrong_answer_fails_the_answer_gate(env: Environment, task: Task) -> N
     result = play(env, task, [sql(task["sql"]), f"I count {wrong}.\n\n\\boxed{{{wrong}}}"])
     assert result.reward == 0.0
     assert result.info["breakdown"] == {"answer": 0.0, "queried": 1.0, "read-only": 1.0}
-    score = play(env, task, [sql(task["sql"]), f"\\boxed{{{wrong}}}"])
-    assert score.info["breakdown"]["answer"] == 0.0
+    # The right number, but not in \boxed{}: the system prompt asks for the box, and the
+    # criterion reads only the box.
+    result = play(env, task, [sql(task["sql"]), f"The answer is {task['answer']}."])
+    assert result.reward == 0.0 and result.info["breakdown"]["answer"] == 0.0
 
 
 def test_a_right_answer_without_a_query_scores_less(env: Environment, task: Task) -> None:
@@ -253,7 +257,7 @@ def test_every_answer_is_what_the_task_sql_returns(env: Environment) -> None:
 # --- published and run by id ---------------------------------------------------------------------------
 
 
-def test_push_pull_and_eval_the_reference(envhub_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_push_pull_and_eval_the_reference(envhub_cli: Callable[..., Result], tmp_path: Path) -> None:
     assert envhub_cli("push", str(SHOP)).code == 0
     assert envhub_cli("pull", "envhub-examples/shop-db").code == 0
     out = tmp_path / "dev.jsonl"

@@ -24,8 +24,10 @@ import envhub
 from envhub.errors import UsageError
 from envhub.runtime import Environment
 from envhub.runtime._types import Task
-from tests.conftest import run_envhub
-from tests.openai_server import Request
+from tests.conftest import Result, run_envhub
+from tests.openai_server import OpenAIServer, Request
+
+Cli = Callable[..., Result]
 
 WRITING = Path(__file__).resolve().parents[1] / "example_envs" / "writing"
 JUDGE = "gpt-4o-2024-08-06"
@@ -66,7 +68,7 @@ def scripted_judge(request: Request) -> str:
 
 
 @pytest.fixture
-def judge(openai_server, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+def judge(openai_server: OpenAIServer, monkeypatch: pytest.MonkeyPatch) -> OpenAIServer:
     """The scripted judge at OPENAI_BASE_URL, as a user would point the manifest's judge at
     their endpoint; no API key (a local endpoint needs none)."""
     openai_server.script = scripted_judge
@@ -76,7 +78,7 @@ def judge(openai_server, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-un
 
 
 @pytest.fixture
-def env(judge) -> Iterator[Environment]:  # type: ignore[no-untyped-def]
+def env(judge: OpenAIServer) -> Iterator[Environment]:
     with envhub.load(WRITING, trust_code=True) as loaded:
         yield loaded
 
@@ -94,7 +96,7 @@ def _bundle_module(path: str) -> Any:
     return module
 
 
-def judge_requests(server) -> list[Request]:  # type: ignore[no-untyped-def]
+def judge_requests(server: OpenAIServer) -> list[Request]:
     return [r for r in server.requests if r.model == JUDGE]
 
 
@@ -146,7 +148,8 @@ def test_the_requirements_gate(env: Environment, edit: Callable[[str], str], unm
 # --- the judge ----------------------------------------------------------------------------------------
 
 
-def test_the_reference_scores_1_and_the_judge_is_sent_rubric_task_and_response(env: Environment, judge) -> None:  # type: ignore[no-untyped-def]
+def test_the_reference_scores_1_and_the_judge_is_sent_rubric_task_and_response(env: Environment,
+                                                                              judge: OpenAIServer) -> None:
     task = dev_task(env)
     reference = env.reference_actions(task)
     assert reference == [{"role": "assistant", "content": task["reference"]}]
@@ -177,7 +180,8 @@ def test_a_poor_answer_scores_below_1(env: Environment) -> None:
                                                   "'western red cedar'; an exclamation mark")
 
 
-def test_the_judge_grade_is_weighted_4_to_1_once_the_requirements_are_met(env: Environment, judge) -> None:  # type: ignore[no-untyped-def]
+def test_the_judge_grade_is_weighted_4_to_1_once_the_requirements_are_met(env: Environment,
+                                                                         judge: OpenAIServer) -> None:
     judge.script = lambda request: '{"score": 6, "reasoning": "Accurate but flat."}'
     task = dev_task(env)
     score = env.score(task, task["reference"])
@@ -186,8 +190,8 @@ def test_the_judge_grade_is_weighted_4_to_1_once_the_requirements_are_met(env: E
     assert score.info["quality"]["judge_model"] == JUDGE
 
 
-def test_the_policy_model_never_judges_its_own_writing(env: Environment, judge, tmp_path: Path,  # type: ignore[no-untyped-def]
-                                                       envhub_cli) -> None:
+def test_the_policy_model_never_judges_its_own_writing(env: Environment, judge: OpenAIServer, tmp_path: Path,
+                                                       envhub_cli: Cli) -> None:
     with pytest.raises(UsageError, match=r"would grade model 'gpt-4o-2024-08-06' with itself"):
         env.use_policy_model(JUDGE)
 
@@ -221,7 +225,8 @@ def test_without_a_judge_endpoint_the_score_says_what_to_set(monkeypatch: pytest
 # --- the whole bundle against the judge server ------------------------------------------------------------
 
 
-def test_validate_check_and_the_pytest_plugin_pass_against_a_judge_server(judge, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_validate_check_and_the_pytest_plugin_pass_against_a_judge_server(judge: OpenAIServer,
+                                                                         tmp_path: Path) -> None:
     environ = {"OPENAI_BASE_URL": judge.base_url}
     result = run_envhub("validate", "--strict", "--check", "--trust", str(WRITING), env=environ)
     assert result.code == 0, result.out + result.err
@@ -238,7 +243,8 @@ def test_validate_check_and_the_pytest_plugin_pass_against_a_judge_server(judge,
     assert "7 passed, 1 skipped" in proc.stdout  # resets-isolate: there is no state to reset
 
 
-def test_push_pull_and_eval_the_reference_against_a_judge_server(judge, envhub_cli, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_push_pull_and_eval_the_reference_against_a_judge_server(judge: OpenAIServer, envhub_cli: Cli,
+                                                                 tmp_path: Path) -> None:
     assert envhub_cli("push", str(WRITING)).code == 0
     assert envhub_cli("pull", "envhub-examples/writing").code == 0
     out = tmp_path / "dev.jsonl"
