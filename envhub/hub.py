@@ -6,6 +6,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Literal
 
 from envhub.cache import ORIGIN, Cache
 from envhub.errors import EnvNotFoundError, UsageError
@@ -84,7 +85,7 @@ def resolve(ref: EnvRef, registry_url: str, cache: Cache, *, offline: bool,
     return entry, warning, registry
 
 
-def pull(ref_text: str, registry_url: str, settings: Settings, *, with_heldout: bool = False,
+def pull(ref_text: str, registry_url: str, settings: Settings, *, with_heldout: bool | Literal["if-any"] = False,
          heldout_url: str | None = None, offline: bool = False, locator: str | None = None) -> PullResult:
     """Resolve, fetch, verify and extract into the cache; return where it is.
 
@@ -102,10 +103,14 @@ def pull(ref_text: str, registry_url: str, settings: Settings, *, with_heldout: 
 
 
 def fetch(entry: VersionEntry, registry_url: str, settings: Settings, *, registry: Registry | None = None,
-          with_heldout: bool = False, heldout_url: str | None = None, offline: bool = False,
+          with_heldout: bool | Literal["if-any"] = False, heldout_url: str | None = None, offline: bool = False,
           cache: Cache | None = None) -> PullResult:
     """Make sure ``entry`` (already resolved: from an index, or a lockfile) is in the
-    cache, verified against its digest; fetch it from ``registry_url`` if it is not."""
+    cache, verified against its digest; fetch it from ``registry_url`` if it is not.
+
+    ``with_heldout`` fetches its held-out archive too: True raises
+    :class:`EnvNotFoundError` when it has none, ``"if-any"`` fetches it when there is one
+    (a composite has none of its own: its children's come with them)."""
     from envhub.registry import open_heldout_store, open_registry
 
     cache = cache or Cache(settings.cache)
@@ -130,7 +135,9 @@ def fetch(entry: VersionEntry, registry_url: str, settings: Settings, *, registr
     if registry is not None:
         cache.remember(entry)
     heldout_path = None
-    if with_heldout:
+    if with_heldout == "if-any" and entry.heldout_digest is None:
+        pass
+    elif with_heldout:
         if entry.heldout_digest is None:
             raise EnvNotFoundError(f"{entry.ref} has no held-out splits")
         if cache.has(entry.heldout_digest, "heldout"):

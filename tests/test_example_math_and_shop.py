@@ -139,3 +139,16 @@ def test_validate_check_the_pytest_plugin_and_a_push_pull_eval_round_trip(childr
         child = record["child"]
         assert record["task_id"] == f"{child['env']}:{child['split']}:{child['task_id']}"
         assert child["digest"] == children[child["env"]] and child["split"] == "dev"
+
+
+def test_the_pulled_composite_evaluates_its_held_out_split_with_the_childrens_held_out_stores(
+        children: dict[str, str], envhub_cli: Cli, tmp_path: Path) -> None:
+    assert envhub_cli("push", str(MIX)).code == 0
+    out = tmp_path / "test.jsonl"
+    result = envhub_cli("eval", "envhub-examples/math-and-shop", "--split", "test", "--with-heldout",
+                        "--policy", "reference", "--trust", "-o", str(out), "--json")
+    assert result.code == 0, result.err
+    assert json.loads(result.out)["mean_reward"] == 1.0 and json.loads(result.out)["rollouts"] == 24
+    without = envhub_cli("eval", "envhub-examples/math-and-shop", "--split", "test", "--trust",
+                         "-o", str(tmp_path / "again.jsonl"))
+    assert without.code == 2 and "held out" in without.err

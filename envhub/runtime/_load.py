@@ -86,8 +86,10 @@ def load(ref_or_path: str | os.PathLike[str], *, trust_code: bool = False, regis
                                        f"{package.distribution_version} at {package.path}")
         else:
             url = config.url(registry)
-            result = pull(text, url, settings, with_heldout=with_heldout, heldout_url=config.heldout_url(),
-                          offline=offline)
+            # "if-any": held-out splits come along where there are some (a composite has none
+            # of its own; a split that is missing says so when its tasks are asked for).
+            result = pull(text, url, settings, with_heldout="if-any" if with_heldout else False,
+                          heldout_url=config.heldout_url(), offline=offline)
     except InvalidIdError as e:
         raise UsageError(f"{text!r} is neither a bundle directory nor an environment id ({e.message})",
                          hint="pass a directory with an envhub.toml, or an id such as acme/sql-shop@1.0.0") from e
@@ -110,15 +112,12 @@ def _locked(text: str, registry: str | None, locked: bool) -> tuple[Any, Path] |
 def _fetch_locked(env: Any, lock_path: Path, settings: Settings, *, with_heldout: bool, offline: bool) -> tuple[Any, str]:
     """Fetch exactly what the lock records: its version from its registry, by its
     locator, verified against its digest; the registry's index is not asked."""
-    from envhub.errors import EnvNotFoundError
     from envhub.hub import fetch
     from envhub.project._project import locked_entry
 
     entry = locked_entry(env, settings)
-    if with_heldout and entry.heldout_digest is None:
-        raise EnvNotFoundError(f"{entry.ref} (locked in {lock_path}) has no held-out splits")
-    result = fetch(entry, entry.registry, settings, with_heldout=with_heldout, heldout_url=settings.heldout_store,
-                   offline=offline)
+    result = fetch(entry, entry.registry, settings, with_heldout="if-any" if with_heldout else False,
+                   heldout_url=settings.heldout_store, offline=offline)
     return result, f"{entry.registry} (locked in {lock_path})"
 
 
