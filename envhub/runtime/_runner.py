@@ -73,6 +73,7 @@ async def run_rollout(plan: RolloutPlan, job: RolloutJob) -> dict[str, Any]:
     error: str | None = None
     reward = 0.0
     breakdown: dict[str, float] = {}
+    score_info: dict[str, Any] = {}
     try:
         with track_usage() as usage:
             async with asyncio.timeout(plan.timeout_s):
@@ -88,6 +89,7 @@ async def run_rollout(plan: RolloutPlan, job: RolloutJob) -> dict[str, Any]:
         assert episode.score is not None
         reward = episode.score.reward
         breakdown = dict(episode.score.breakdown)
+        score_info = dict(episode.score.info)
         error = episode.score.error
     except TimeoutError:
         error = f"timeout: the episode took longer than {plan.timeout_s:g} s"
@@ -110,6 +112,7 @@ async def run_rollout(plan: RolloutPlan, job: RolloutJob) -> dict[str, Any]:
         **({"curriculum": job.curriculum} if job.curriculum is not None else {}),
         "reward": reward,
         "breakdown": breakdown,
+        **({"score_info": score_info} if score_info else {}),
         "error": error,
         "turns": episode.turns,
         "truncated": episode.truncated,
