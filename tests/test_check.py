@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,12 @@ def test_scaffolds_pass_the_self_test(tmp_path: Path, envhub_cli: Any, protocol:
     result = envhub_cli("validate", str(root), "--check", "--trust", "--strict")
     assert result.code == 0, result.out + result.err
     assert result.out.startswith("valid: acme/demo 0.1.0")
+    # Every task present is played: its reference twice, an empty answer once.
+    played = re.search(r"(\d+) task\(s\); --check played (\d+) episode\(s\) on (\d+) task\(s\), (\d+) with a "
+                       r"reference$", result.out.rstrip())
+    assert played is not None, result.out
+    tasks, episodes, checked, with_reference = map(int, played.groups())
+    assert tasks == checked == with_reference and episodes == 3 * tasks
 
 
 VERIFIERS = {

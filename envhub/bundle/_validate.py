@@ -55,6 +55,8 @@ class BundleCheck:
     manifest: Manifest | None
     problems: list[Problem] = field(default_factory=list)
     splits: list[SplitFacts] = field(default_factory=list)
+    #: What ``--check`` played: tasks, tasks with a reference, episodes (None: not run).
+    self_test: dict[str, int] | None = None
 
     @property
     def ok(self) -> bool:
@@ -68,6 +70,7 @@ class BundleCheck:
             "version": env.version if env else None,
             "ok": self.ok,
             "splits": [vars(s) for s in self.splits],
+            **({"self_test": self.self_test} if self.self_test is not None else {}),
         }
 
 

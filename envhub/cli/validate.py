@@ -119,7 +119,9 @@ def _self_test(check, *, trust: bool, limit: int | None) -> list:  # type: ignor
         return [Problem("error", "check-load", f"cannot load the environment for --check: {e.message}",
                         file=manifest_file, hint=e.hint)]
     with env:
-        return self_test(env, limit=limit, manifest_file=manifest_file).problems
+        result = self_test(env, limit=limit, manifest_file=manifest_file)
+    check.self_test = {"tasks": result.tasks, "with_reference": result.with_reference, "episodes": result.episodes}
+    return result.problems
 
 
 def _print_text(checks, verbosity: int) -> None:  # type: ignore[no-untyped-def]
@@ -147,6 +149,10 @@ def _print_text(checks, verbosity: int) -> None:  # type: ignore[no-untyped-def]
             summary = (style("valid", fg="green", bold=True)
                        + f": {title}: {len(check.splits)} split(s), {rows} task(s)"
                        + (f", {n_warn} warning(s)" if n_warn else ""))
+            if check.self_test is not None:
+                played = check.self_test
+                summary += (f"; --check played {played['episodes']} episode(s) on {played['tasks']} task(s), "
+                            f"{played['with_reference']} with a reference")
             if verbosity > 0:
                 for s in check.splits:
                     held = " held-out" if s.held_out else ""
