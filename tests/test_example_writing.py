@@ -230,7 +230,8 @@ def test_validate_check_and_the_pytest_plugin_pass_against_a_judge_server(judge:
     environ = {"OPENAI_BASE_URL": judge.base_url}
     result = run_envhub("validate", "--strict", "--check", "--trust", str(WRITING), env=environ)
     assert result.code == 0, result.out + result.err
-    assert result.out.strip() == f"valid: envhub-examples/writing 1.0.0 ({WRITING}): 3 split(s), 52 task(s)"
+    assert result.out.strip() == (f"valid: envhub-examples/writing 1.0.0 ({WRITING}): 3 split(s), 52 task(s); "
+                                  "--check played 156 episode(s) on 52 task(s), 52 with a reference")
     # Each task: the reference twice (1.0, and deterministic) and an empty reply (below 1.0).
     assert len(judge_requests(judge)) == 52 * 3
 
