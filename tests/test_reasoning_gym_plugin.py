@@ -1,0 +1,301 @@
+"""The envhub-reasoning-gym plugin (plugins/envhub-reasoning-gym), as users get it:
+installed (the README's set-up installs it), driven through the installed ``envhub``
+command in subprocesses, and through the Python API.
+
+It provides the task generator and the verifier kind ``reasoning-gym`` and one environment
+per reasoning-gym dataset that passed its generate script's probe. reasoning-gym takes
+seconds to import, so listing must not import it; the same seed must give the same task
+in every process; the shipped bundles must be what the script writes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import envhub_reasoning_gym  # installed by the README's set-up: a missing plugin fails, never skips
+from envhub import _toml
+from tests.conftest import run_envhub
+
+PLUGIN = Path(__file__).resolve().parent.parent / "plugins" / "envhub-reasoning-gym"
+SCRIPT = PLUGIN / "scripts" / "generate_bundles.py"
+BUNDLES = Path(envhub_reasoning_gym.__file__).parent / "bundles"
+SHIPPED = sorted(p.name for p in BUNDLES.iterdir() if (p / "envhub.toml").is_file())
+#: Datasets the end-to-end tests run: arithmetic, text, and a grid puzzle whose metadata
+#: holds tuples (scored against the regenerated entry, not the JSON row).
+EVAL_DATASETS = ("basic_arithmetic", "spell_backward", "arc_agi")
+
+
+def _manifest(name: str) -> dict:
+    return _toml.loads((BUNDLES / name / "envhub.toml").read_text(encoding="utf-8"))
+
+
+def _python(code: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **(env or {})})
+
+
+@pytest.fixture(scope="module")
+def rg():
+    """reasoning-gym's factory, imported once for the module's in-process tests."""
+    import reasoning_gym.factory
+
+    return reasoning_gym.factory
+
+
+# --- listing ------------------------------------------------------------------------------------
+
+
+def test_plugins_json_lists_the_generator_the_verifier_kind_and_every_environment() -> None:
+    result = run_envhub("plugins", "--json")
+    assert result.code == 0, result.err
+    report = json.loads(result.out)
+    [plugin] = [p for p in report["plugins"] if p["distribution"] == "envhub-reasoning-gym"]
+    assert plugin["entry_point"] == "reasoning-gym = envhub_reasoning_gym"
+    assert plugin["registers"]["task_generators"] == ["reasoning-gym"]
+    assert plugin["registers"]["verifier_kinds"] == ["reasoning-gym"]
+    ours = {e["name"]: e for e in report["environments"] if e["distribution"] == "envhub-reasoning-gym"}
+    assert sorted(ours) == [f"reasoning-gym/{name}" for name in SHIPPED]
+    assert {e["version"] for e in ours.values()} == {"0.1.25"}
+    assert Path(ours["reasoning-gym/basic-arithmetic"]["path"]) == BUNDLES / "basic-arithmetic"
+    assert not report["broken"] and not report["conflicts"]
+
+
+def test_listing_environments_does_not_import_reasoning_gym() -> None:
+    code = (
+        "import sys\n"
+        "from envhub.plugins import PluginManager\n"
+        "pm = PluginManager()\n"
+        "names = pm.names('environments')\n"
+        "assert 'reasoning-gym/basic-arithmetic' in names, names\n"
+        "assert pm.lookup('task_generators', 'reasoning-gym') is not None\n"
+        "assert pm.lookup('verifier_kinds', 'reasoning-gym') is not None\n"
+        "from envhub.cli import main\n"
+        "try:\n"
+        "    main(['plugins', '--json'])\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print('IMPORTED' if 'reasoning_gym' in sys.modules else 'NOT IMPORTED', file=sys.stderr)\n"
+    )
+    done = _python(code)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == "NOT IMPORTED"
+
+
+def test_the_hook_reports_what_every_shipped_manifest_says(rg) -> None:
+    packages = {p.name: p for p in envhub_reasoning_gym.envhub_environments()}
+    assert sorted(packages) == [f"reasoning-gym/{name}" for name in SHIPPED]
+    for name in SHIPPED:
+        manifest = _manifest(name)
+        package = packages[f"reasoning-gym/{name}"]
+        assert manifest["environment"]["name"] == package.name
+        assert manifest["environment"]["version"] == package.version == "0.1.25"
+        assert package.path == BUNDLES / name and package.distribution == "envhub-reasoning-gym"
+
+
+# --- the shipped bundles ------------------------------------------------------------------------
+
+
+def _skipped_in_readme() -> dict[str, str]:
+    text = (PLUGIN / "README.md").read_text(encoding="utf-8")
+    section = text.split("<!-- generated: skipped -->")[1].split("<!-- end: skipped -->")[0]
+    rows = [line.split("|") for line in section.splitlines() if line.startswith("| `")]
+    return {cells[1].strip().strip("`"): cells[2].strip() for cells in rows}
+
+
+def test_every_bundle_is_a_dataset_of_the_pinned_reasoning_gym_and_every_dataset_is_shipped_or_listed(rg) -> None:
+    from envhub_reasoning_gym import _datasets
+
+    by_env = {name.replace("_", "-"): name for name in rg.DATASETS}
+    assert set(SHIPPED) <= set(by_env), set(SHIPPED) - set(by_env)
+    skipped = _skipped_in_readme()
+    assert set(skipped) <= set(rg.DATASETS)
+    assert all(skipped.values()), "every skipped dataset needs its reason"
+    assert {by_env[name] for name in SHIPPED} | set(skipped) == set(rg.DATASETS)
+    assert not {by_env[name] for name in SHIPPED} & set(skipped)
+    for name in SHIPPED:
+        dataset = by_env[name]
+        manifest = _manifest(name)
+        levels = _datasets.level_count(dataset)
+        assert manifest["tasks"]["generator"] == "reasoning-gym"
+        assert manifest["tasks"]["difficulty-levels"] == list(range(levels))
+        assert manifest["verifier"] == {"kind": "reasoning-gym", "dataset": dataset}
+        assert manifest["config"]["params"] == {"dataset": dataset}
+        assert "reasoning-gym==0.1.25" in manifest["environment"]["python-dependencies"]
+        assert sorted(p.relative_to(BUNDLES / name).as_posix() for p in (BUNDLES / name).rglob("*")
+                      if p.is_file()) == ["README.md", "envhub.toml", "prompts/system.md"]
+
+
+@pytest.mark.parametrize("names", [("basic_arithmetic", "spell_backward", "arc_agi", "maze")], ids=["four"])
+def test_the_generate_script_writes_the_shipped_bundles(tmp_path: Path, names: tuple[str, ...]) -> None:
+    done = subprocess.run([sys.executable, str(SCRIPT), "--only", *names, "--out", str(tmp_path)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    for dataset in names:
+        name = dataset.replace("_", "-")
+        ours, shipped = tmp_path / name, BUNDLES / name
+        files = sorted(p.relative_to(ours).as_posix() for p in ours.rglob("*") if p.is_file())
+        assert files == sorted(p.relative_to(shipped).as_posix() for p in shipped.rglob("*") if p.is_file())
+        for file in files:
+            assert (ours / file).read_bytes() == (shipped / file).read_bytes(), f"{name}/{file} is out of date"
+
+
+@pytest.mark.parametrize("name", ["basic-arithmetic", "word-sorting"])
+def test_shipped_bundles_validate_strictly(name: str) -> None:
+    result = run_envhub("validate", "--strict", str(BUNDLES / name))
+    assert result.code == 0, result.out + result.err
+    assert result.out.startswith(f"valid: reasoning-gym/{name} 0.1.25 ")
+
+
+def test_a_shipped_bundle_passes_validate_check() -> None:
+    result = run_envhub("validate", "--strict", "--check", str(BUNDLES / "basic-arithmetic"))
+    assert result.code == 0, result.out + result.err
+    assert "--check played" in result.out
+
+
+# --- end to end ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dataset", EVAL_DATASETS)
+def test_eval_with_the_reference_policy_scores_one_and_records_the_difficulty(dataset: str, tmp_path: Path,
+                                                                             rg) -> None:
+    from envhub_reasoning_gym import _datasets
+
+    name = dataset.replace("_", "-")
+    out = tmp_path / "runs.jsonl"
+    result = run_envhub("eval", f"reasoning-gym/{name}", "--split", "dev", "--policy", "reference", "-n", "5",
+                        "-o", str(out))
+    assert result.code == 0, result.out + result.err
+    records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert len(records) == 5
+    assert [r["reward"] for r in records] == [1.0] * 5, [r.get("error") for r in records]
+    summary = json.loads(out.with_suffix(".summary.json").read_text(encoding="utf-8"))
+    assert summary["mean_reward"] == 1.0
+    levels = _datasets.level_count(dataset)
+    start = 1_000_000_000  # the dev split's first seed
+    for record in records:
+        seed = int(record["task_id"].rsplit("-", 1)[1])
+        assert record["task_id"] == f"{dataset}-dev-{seed}"
+        assert record["difficulty"] == (seed - start) % levels
+        assert (record["env"], record["version"], record["split"]) == (f"reasoning-gym/{name}", "0.1.25", "dev")
+
+
+def test_the_datasets_scorer_decides_the_reward(rg) -> None:
+    import envhub
+
+    env = envhub.load("reasoning-gym/basic-arithmetic")
+    task = env.tasks("dev")[3]
+    assert task.difficulty == 3 and task["dataset"] == "basic_arithmetic"
+    right = env.score(task, f"Let me think.\n<answer>{task['answer']}</answer>")
+    assert (right.reward, right.error, right.info["answer"]) == (1.0, None, task["answer"])
+    wrong = env.score(task, f"<answer>{int(task['answer']) + 1}</answer>")
+    assert wrong.reward < 1.0 and wrong.error is None
+    assert env.score(task, task["answer"]).reward == 0.0  # no <answer> tags: no answer
+    # The last <answer> counts, as in reasoning-gym.
+    assert env.score(task, f"<answer>0</answer> no: <answer>{task['answer']}</answer>").reward == 1.0
+    # A text dataset's scorer too: a near miss scores below 1.
+    env = envhub.load("reasoning-gym/spell-backward")
+    task = env.tasks("dev")[0]
+    assert env.score(task, f"<answer>{task['answer']}</answer>").reward == 1.0
+    assert env.score(task, f"<answer>{task['answer']}x</answer>").reward < 1.0
+
+
+def test_tasks_by_level_gives_every_level_of_the_curriculum(rg) -> None:
+    import envhub
+
+    env = envhub.load("reasoning-gym/chain-sum")
+    by_level = env.tasks_by_level("train")
+    assert list(by_level) == list(range(11))
+    for level, tasks in by_level.items():
+        task = tasks[0]
+        assert task.difficulty == level == task["difficulty"]
+        assert env.score(task, task["reference"]).reward == 1.0
+    # Harder levels are harder: chain_sum's terms grow with the level.
+    assert len(by_level[10][0].prompt) > len(by_level[0][0].prompt)
+
+
+def test_the_same_seed_gives_the_same_task_in_two_processes() -> None:
+    code = (
+        "import json, envhub\n"
+        "rows = []\n"
+        "for name in ('basic-arithmetic', 'word-sorting', 'arc-agi'):\n"
+        "    env = envhub.load('reasoning-gym/' + name)\n"
+        "    for i in (0, 1, 7):\n"
+        "        t = env.tasks('train')[123456 + i]\n"
+        "        rows.append([t.id, t.difficulty, t.prompt, t['answer'], t['metadata']])\n"
+        "print(json.dumps(rows))\n"
+    )
+    first, second = _python(code, {"PYTHONHASHSEED": "1"}), _python(code, {"PYTHONHASHSEED": "2"})
+    assert first.returncode == 0, first.stderr
+    assert second.returncode == 0, second.stderr
+    assert first.stdout == second.stdout
+    rows = json.loads(first.stdout)
+    assert [row[1] for row in rows[:3]] == [123456 % 5, 123457 % 5, 123463 % 5]
+
+
+# --- the generator and the verifier in code -----------------------------------------------------
+
+
+def test_the_generator_says_what_is_missing_or_wrong(rg) -> None:
+    from envhub_reasoning_gym import _datasets
+
+    with pytest.raises(ValueError, match=r"needs the dataset's name: \[config\] params = "):
+        envhub_reasoning_gym.generate(seed=0, params={})
+    with pytest.raises(_datasets.DatasetError, match="reasoning-gym has no dataset 'basic_arithmatic'; "
+                                                     "did you mean 'basic_arithmetic'?"):
+        envhub_reasoning_gym.generate(seed=0, difficulty=0, params={"dataset": "basic_arithmatic"})
+    with pytest.raises(_datasets.DatasetError, match="'basic_arithmetic' has difficulty levels 0 to 4, not 5"):
+        envhub_reasoning_gym.generate(seed=0, difficulty=5, params={"dataset": "basic_arithmetic"})
+    with pytest.raises(ValueError, match=r"seed -1 is outside .* range \[0, 2147483648\)"):
+        envhub_reasoning_gym.generate(seed=-1, difficulty=0, params={"dataset": "basic_arithmetic"})
+    row = envhub_reasoning_gym.generate(seed=5, split="dev", difficulty=2, params={"dataset": "basic_arithmetic"})
+    assert row["id"] == "basic_arithmetic-dev-5" and row["difficulty"] == 2
+    assert row["reference"] == f"<answer>{row['answer']}</answer>"
+
+
+def test_the_verifier_refuses_an_unknown_dataset_and_a_task_of_another(rg) -> None:
+    from envhub.runtime._types import Task, Trajectory
+    from envhub.runtime.verifiers import VerifierError
+    from envhub_reasoning_gym._verifier import Options, ReasoningGymVerifier
+
+    with pytest.raises(VerifierError, match="reasoning-gym has no dataset 'chain-sum'; did you mean 'chain_sum'?"):
+        ReasoningGymVerifier(Options(dataset="chain-sum"))
+    verifier = ReasoningGymVerifier(Options(dataset="chain_sum"))
+    row = envhub_reasoning_gym.generate(seed=9, difficulty=1, params={"dataset": "basic_arithmetic"})
+    with pytest.raises(VerifierError, match="is from reasoning-gym dataset 'basic_arithmetic', but this verifier "
+                                            "scores 'chain_sum'"):
+        verifier.score(Task(row["id"], "train", row), Trajectory.of(row["reference"]))
+    mine = envhub_reasoning_gym.generate(seed=9, difficulty=1, params={"dataset": "chain_sum"})
+    tampered = {**mine, "prompt": mine["prompt"] + " (changed)"}
+    with pytest.raises(VerifierError, match="is not the task reasoning-gym's 'chain_sum' makes for seed 9"):
+        verifier.score(Task(mine["id"], "train", tampered), Trajectory.of(mine["reference"]))
+
+
+# --- the distribution ---------------------------------------------------------------------------
+
+
+def test_a_built_wheel_holds_the_bundles_and_the_entry_point(tmp_path: Path) -> None:
+    pytest.importorskip("hatchling", reason="building the wheel needs hatchling (the dev extra has it)")
+    done = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-index",
+                           "--disable-pip-version-check", "-w", str(tmp_path), str(PLUGIN)],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    [wheel] = tmp_path.glob("envhub_reasoning_gym-*.whl")
+    with zipfile.ZipFile(wheel) as zf:
+        names = set(zf.namelist())
+        [entry_points] = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
+        text = zf.read(entry_points).decode()
+        [metadata] = [n for n in names if n.endswith(".dist-info/METADATA")]
+        requires = [line for line in zf.read(metadata).decode().splitlines() if line.startswith("Requires-Dist:")]
+    assert "[envhub]\nreasoning-gym = envhub_reasoning_gym\n" in text
+    assert "Requires-Dist: reasoning-gym==0.1.25" in requires and "Requires-Dist: envhub-rl" in requires
+    assert "envhub_reasoning_gym/py.typed" in names
+    for name in SHIPPED:
+        for file in ("envhub.toml", "README.md", "prompts/system.md"):
+            assert f"envhub_reasoning_gym/bundles/{name}/{file}" in names
