@@ -151,9 +151,11 @@ class TaskFormat:
 @dataclass(frozen=True)
 class TaskGenerator:
     """A named task generator for ``format = "generator"`` manifests that say
-    ``generator = "NAME"`` (a name, not ``module:function``): ``generate(seed=..., split=...)``
-    returns one task (a mapping). It is installed code, so it needs no ``--trust``.
-    ``split`` is passed only if the function accepts it."""
+    ``generator = "NAME"`` (a name, not ``module:function``):
+    ``generate(seed=..., split=..., difficulty=..., params=...)`` returns one task (a
+    mapping). It is installed code, so it needs no ``--trust``. ``split``, ``difficulty``
+    (with ``difficulty-levels``) and ``params`` (``[config.params]``) are passed only if the
+    function accepts them (docs/curriculum.md)."""
 
     name: str
     generate: Callable[..., Mapping[str, Any]]
