@@ -266,6 +266,7 @@ def run_workers(items: list[str], *, hash_seed: int, digest_only: bool, log: Any
     env = {**os.environ, "PYTHONHASHSEED": str(hash_seed), "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
            "MKL_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
     remaining = list(items)
+    crashed: dict[str, str] = {}  # an item retried after a crash -> the crash
     while remaining:
         cmd = [sys.executable, __file__, "--worker", *(["--digest-only"] if digest_only else []), *remaining]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
@@ -295,18 +296,29 @@ def run_workers(items: list[str], *, hash_seed: int, digest_only: bool, log: Any
             if "start" in message:
                 current = message["start"]
                 continue
+            for item in [item for item in remaining if item.partition("=")[0] == message["name"]]:
+                if item in crashed and not message["ok"]:
+                    message["reason"] = f"{crashed[item]}; with seeding = \"dataset\": {message['reason']}"
+                remaining.remove(item)
             results[message["name"]] = message
-            remaining = [item for item in remaining if item.partition("=")[0] != message["name"]]
             current = None
             state = "ok  " if message["ok"] else "skip"
             log(f"[{hash_seed}] {state} {message['name']}" + ("" if message["ok"] else f": {message['reason']}"))
         proc.wait()
         if current is not None:  # the worker died on this dataset: skip it, go on with the rest
             tail = "".join(stderr).strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
-            results[current] = {"name": current, "ok": False,
-                                "reason": f"crashes the process that makes it ({tail[0][:200]})"}
-            remaining = [item for item in remaining if item.partition("=")[0] != current]
-            log(f"[{hash_seed}] skip {current}: {results[current]['reason']}")
+            reason = f"crashes the process that makes it ({tail[0][:200]})"
+            [item] = [item for item in remaining if item.partition("=")[0] == current]
+            if item in crashed:  # it crashed with seeding "dataset" too
+                reason = f"{crashed[item]}; with seeding = \"dataset\": {reason}"
+            elif not digest_only and "=" not in item:  # try one entry per dataset next
+                crashed[f"{current}=dataset"] = reason
+                remaining[remaining.index(item)] = f"{current}=dataset"
+                log(f"[{hash_seed}] {current}: {reason}; trying seeding = \"dataset\"")
+                continue
+            results[current] = {"name": current, "ok": False, "reason": reason}
+            remaining.remove(item)
+            log(f"[{hash_seed}] skip {current}: {reason}")
         elif remaining:
             raise RuntimeError(f"the probe worker stopped (exit {proc.returncode}):\n{''.join(stderr)[-2000:]}")
     return results
