@@ -139,9 +139,9 @@ def _curriculum(env: Any, split: str, seed: int | None, limit: int | None, succe
     if spec is None or spec.strategy == "none":
         raise UsageError(f"{env.name} declares no curriculum", hint="add [config.curriculum] to its manifest, "
                          "e.g. curriculum = { strategy = \"success-window\", window = 32, promote-at = 0.8 }")
-    total = limit if limit is not None else env.splits[split].rows
-    if total is None or (env.splits[split].generated and limit is None):
+    if limit is None and env.splits[split].generated:
         raise UsageError(f"--curriculum on the generated split {split!r} needs the number of draws", hint="pass -n N")
+    total = limit if limit is not None else len(env.tasks(split))
     return Curriculum(env, split, spec, seed=seed, total=total, success_threshold=success_threshold)
 
 
