@@ -220,6 +220,24 @@ def test_tasks_by_level_gives_every_level_of_the_curriculum(rg) -> None:
     assert len(by_level[10][0].prompt) > len(by_level[0][0].prompt)
 
 
+@pytest.mark.parametrize(("policy", "per_level"), [("reference", {0: 64, 1: 64, 2: 64, 3: 64, 4: 44}),
+                                                   ("noop", {0: 300})], ids=["climbs", "stays"])
+def test_eval_curriculum_moves_through_the_levels_by_success(policy: str, per_level: dict[int, int],
+                                                            tmp_path: Path) -> None:
+    # success-window, window 64, promote-at 0.8: a policy that always succeeds goes up a
+    # level every 64 draws; one that never does stays at level 0.
+    out = tmp_path / "runs.jsonl"
+    result = run_envhub("eval", "reasoning-gym/basic-arithmetic", "--split", "train", "--curriculum", "-n", "300",
+                        "--policy", policy, "-o", str(out))
+    assert result.code == 0, result.out + result.err
+    records = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    counts: dict[int, int] = {}
+    for record in records:
+        assert record["difficulty"] == record["curriculum"]["level"]
+        counts[record["difficulty"]] = counts.get(record["difficulty"], 0) + 1
+    assert counts == per_level
+
+
 def test_the_same_seed_gives_the_same_task_in_two_processes() -> None:
     code = (
         "import json, envhub\n"

@@ -17,7 +17,6 @@ imports it to list what it registers, and reasoning-gym takes seconds to import,
 
 from __future__ import annotations
 
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +74,8 @@ def envhub_environments() -> list[EnvironmentPackage]:
     # The bundles are generated with the environment's id as their directory name and
     # RG_VERSION as their version (tests/test_reasoning_gym_plugin.py checks every
     # manifest agrees), so listing reads a directory, not a hundred manifests.
+    from importlib import metadata  # envhub has imported it already, to find the plugins
+
     try:
         version: str | None = metadata.version(DISTRIBUTION)
     except metadata.PackageNotFoundError:  # imported from a source tree, not installed
