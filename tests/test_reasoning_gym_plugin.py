@@ -27,9 +27,10 @@ PLUGIN = Path(__file__).resolve().parent.parent / "plugins" / "envhub-reasoning-
 SCRIPT = PLUGIN / "scripts" / "generate_bundles.py"
 BUNDLES = Path(envhub_reasoning_gym.__file__).parent / "bundles"
 SHIPPED = sorted(p.name for p in BUNDLES.iterdir() if (p / "envhub.toml").is_file())
-#: Datasets the end-to-end tests run: arithmetic, text, and a grid puzzle whose metadata
-#: holds tuples (scored against the regenerated entry, not the JSON row).
-EVAL_DATASETS = ("basic_arithmetic", "spell_backward", "arc_agi")
+#: Datasets the end-to-end tests run: arithmetic, text, a grid puzzle whose metadata holds
+#: tuples (scored against the regenerated entry, not the JSON row), and one made with
+#: seeding "dataset" (one dataset per task: acre makes all its entries when built).
+EVAL_DATASETS = ("basic_arithmetic", "spell_backward", "arc_agi", "acre")
 
 
 def _manifest(name: str) -> dict:
@@ -109,6 +110,12 @@ def _skipped_in_readme() -> dict[str, str]:
     return {cells[1].strip().strip("`"): cells[2].strip() for cells in rows}
 
 
+def _trimmed_in_readme() -> dict[str, str]:
+    text = (PLUGIN / "README.md").read_text(encoding="utf-8")
+    section = text.split("<!-- generated: shipped -->")[1].split("<!-- end: shipped -->")[0]
+    return dict(line[3:].split("`: ", 1) for line in section.splitlines() if line.startswith("- `"))
+
+
 def test_every_bundle_is_a_dataset_of_the_pinned_reasoning_gym_and_every_dataset_is_shipped_or_listed(rg) -> None:
     from envhub_reasoning_gym import _datasets
 
@@ -119,20 +126,25 @@ def test_every_bundle_is_a_dataset_of_the_pinned_reasoning_gym_and_every_dataset
     assert all(skipped.values()), "every skipped dataset needs its reason"
     assert {by_env[name] for name in SHIPPED} | set(skipped) == set(rg.DATASETS)
     assert not {by_env[name] for name in SHIPPED} & set(skipped)
+    trimmed = _trimmed_in_readme()
     for name in SHIPPED:
         dataset = by_env[name]
         manifest = _manifest(name)
-        levels = _datasets.level_count(dataset)
+        levels = manifest["tasks"]["difficulty-levels"]
         assert manifest["tasks"]["generator"] == "reasoning-gym"
-        assert manifest["tasks"]["difficulty-levels"] == list(range(levels))
+        # Every level of the dataset's curriculum, or (said in the README) the first ones.
+        assert levels == list(range(len(levels)))
+        assert len(levels) == _datasets.level_count(dataset) or (len(levels) < _datasets.level_count(dataset)
+                                                                and dataset in trimmed)
         assert manifest["verifier"] == {"kind": "reasoning-gym", "dataset": dataset}
-        assert manifest["config"]["params"] == {"dataset": dataset}
+        assert manifest["config"]["params"] in ({"dataset": dataset}, {"dataset": dataset, "seeding": "dataset"})
         assert "reasoning-gym==0.1.25" in manifest["environment"]["python-dependencies"]
         assert sorted(p.relative_to(BUNDLES / name).as_posix() for p in (BUNDLES / name).rglob("*")
                       if p.is_file()) == ["README.md", "envhub.toml", "prompts/system.md"]
 
 
-@pytest.mark.parametrize("names", [("basic_arithmetic", "spell_backward", "arc_agi", "maze")], ids=["four"])
+# modulo_grid ships its first level only (reasoning-gym refuses its level 1).
+@pytest.mark.parametrize("names", [("basic_arithmetic", "spell_backward", "arc_agi", "modulo_grid")], ids=["four"])
 def test_the_generate_script_writes_the_shipped_bundles(tmp_path: Path, names: tuple[str, ...]) -> None:
     done = subprocess.run([sys.executable, str(SCRIPT), "--only", *names, "--out", str(tmp_path)],
                           capture_output=True, text=True, timeout=300)
@@ -275,6 +287,20 @@ def test_the_generator_says_what_is_missing_or_wrong(rg) -> None:
     row = envhub_reasoning_gym.generate(seed=5, split="dev", difficulty=2, params={"dataset": "basic_arithmetic"})
     assert row["id"] == "basic_arithmetic-dev-5" and row["difficulty"] == 2
     assert row["reference"] == f"<answer>{row['answer']}</answer>"
+
+
+def test_both_seedings_give_the_same_task_for_a_dataset_drawing_from_seed_plus_index(rg) -> None:
+    # basic_arithmetic draws entry i from Random(seed + i): entry 0 of the dataset seeded s
+    # (seeding "dataset", for the datasets that make their entries up front) is the task
+    # of entry s of the dataset seeded 0 (seeding "index").
+    for seed, level in ((0, 0), (77, 2), (999_999_999, 4)):
+        by_index = envhub_reasoning_gym.generate(seed=seed, difficulty=level, params={"dataset": "basic_arithmetic"})
+        by_dataset = envhub_reasoning_gym.generate(seed=seed, difficulty=level,
+                                                   params={"dataset": "basic_arithmetic", "seeding": "dataset"})
+        assert (by_index.pop("seeding"), by_dataset.pop("seeding")) == ("index", "dataset")
+        # Only reasoning-gym's record of the index differs.
+        assert (by_index["metadata"].pop("source_index"), by_dataset["metadata"].pop("source_index")) == (seed, 0)
+        assert by_index == by_dataset
 
 
 def test_the_verifier_refuses_an_unknown_dataset_and_a_task_of_another(rg) -> None:

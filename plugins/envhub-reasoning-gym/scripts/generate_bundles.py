@@ -136,35 +136,43 @@ def _reason(e: BaseException) -> str:
     return f"fails: {type(e).__name__}: {message}" if message else f"fails: {type(e).__name__}"
 
 
-def probe(name: str, seeding: str, *, digest_only: bool = False) -> dict[str, Any]:
+def probe(name: str, seeding: str, *, digest_only: bool = False, levels: int | None = None) -> dict[str, Any]:
     """What the parent needs to know about dataset ``name`` made with ``seeding``: ``ok``
-    and the ``reason`` when not; ``levels``, the levels shipped (the first ones, up to the
-    first level reasoning-gym refuses to make, said in ``trimmed``) of the curriculum's
-    ``curriculum_levels``; the ``digest`` of the probe's tasks; and (unless
-    ``digest_only``) what the bundle's manifest and README say about it."""
+    and the ``reason`` when not; ``levels``, the levels shipped of the curriculum's
+    ``curriculum_levels`` (the first ones: a level at which reasoning-gym fails to make a
+    task, or makes one too slowly, is cut with the levels above it, said in ``trimmed``);
+    the ``digest`` of the probe's tasks; and (unless ``digest_only``) what the bundle's
+    manifest and README say about it. ``levels`` given: make exactly those, cut nothing."""
     from envhub_reasoning_gym import _datasets
 
     result: dict[str, Any] = {"name": name, "seeding": seeding, "ok": False, "trimmed": None}
     try:
-        levels = result["curriculum_levels"] = _datasets.level_count(name)
+        result["curriculum_levels"] = _datasets.level_count(name)
+        fixed = levels is not None
+        levels = levels if levels is not None else result["curriculum_levels"]
         started = time.perf_counter()
         rows: list[dict[str, Any]] = []
-        slowest = 0.0
         for level in range(levels):
-            made = []
+            made, slowest = [], 0.0
             for seed in PROBE_SEEDS:
                 t = time.perf_counter()
                 try:
                     made.append(_datasets.generate(seed, "probe", level, _params(name, seeding)))
                 except Exception as e:
-                    if level == 0 or made:
+                    if level == 0 or fixed:
                         raise
-                    # reasoning-gym's curriculum configures this level so that the dataset
-                    # refuses it: ship the levels below.
-                    result["trimmed"] = f"levels {level} to {levels - 1} are refused by reasoning-gym ({_reason(e)})"
+                    # Often reasoning-gym's curriculum configures this level so that the
+                    # dataset refuses it: ship the levels below.
+                    result["trimmed"] = f"level {level} fails for seed {seed} ({_reason(e).removeprefix('fails: ')})"
                     break
                 if seed != PROBE_SEEDS[0]:  # the first seed builds the dataset
                     slowest = max(slowest, time.perf_counter() - t)
+            if not result["trimmed"] and slowest > SLOW_TASK_S and not fixed:
+                if level == 0:
+                    result["reason"] = (f"too slow: a task took {slowest:.0f} s to make (the limit is "
+                                        f"{SLOW_TASK_S:.0f} s)")
+                    return result
+                result["trimmed"] = f"level {level} is too slow (a task took {slowest:.0f} s to make)"
             if result["trimmed"]:
                 levels = level
                 break
@@ -175,9 +183,6 @@ def probe(name: str, seeding: str, *, digest_only: bool = False) -> dict[str, An
             result["ok"] = True
             return result
         result["seconds"] = round(time.perf_counter() - started, 2)
-        if slowest > SLOW_TASK_S:
-            result["reason"] = f"too slow: a task took {slowest:.0f} s to make (the limit is {SLOW_TASK_S:.0f} s)"
-            return result
         for row in rows:
             row = json.loads(json.dumps(row))  # as a record, or a server's client, carries it
             where = f"level {row['difficulty']}, seed {row['seed']}"
@@ -212,8 +217,9 @@ def probe(name: str, seeding: str, *, digest_only: bool = False) -> dict[str, An
 
 
 def worker(items: list[str], digest_only: bool) -> None:
-    """Probe each ``NAME`` (first with seeding "index", then, if that fails, "dataset") or
-    ``NAME=SEEDING`` in turn, one result line each on stdout, each try within the limits."""
+    """Probe each ``NAME`` (first with seeding "index", then, if that fails, "dataset"), or
+    ``NAME=SEEDING@LEVELS``, in turn: one result line each on stdout, each try within the
+    limits."""
     import resource
     import signal
     import warnings
@@ -231,10 +237,10 @@ def worker(items: list[str], digest_only: bool) -> None:
     def timeout(signum: int, frame: Any) -> None:
         raise TimeoutError(f"probing took over {PROBE_TIMEOUT_S} s")
 
-    def limited(name: str, seeding: str) -> dict[str, Any]:
+    def limited(name: str, seeding: str, levels: int | None = None) -> dict[str, Any]:
         signal.alarm(PROBE_TIMEOUT_S)
         try:
-            return probe(name, seeding, digest_only=digest_only)
+            return probe(name, seeding, digest_only=digest_only, levels=levels)
         except (TimeoutError, MemoryError) as e:  # raised outside probe's own handler
             return {"name": name, "seeding": seeding, "ok": False, "reason": _reason(e)}
         finally:
@@ -242,9 +248,10 @@ def worker(items: list[str], digest_only: bool) -> None:
 
     signal.signal(signal.SIGALRM, timeout)
     for item in items:
-        name, _, seeding = item.partition("=")
+        name, _, rest = item.partition("=")
+        seeding, _, levels = rest.partition("@")
         print(RESULT + json.dumps({"start": name}), file=results, flush=True)
-        result = limited(name, seeding or "index")
+        result = limited(name, seeding or "index", int(levels) if levels else None)
         if not result["ok"] and not seeding:
             # Datasets that make every entry up front, or cap their size, work one entry per
             # dataset seeded with the task's seed.
@@ -493,7 +500,7 @@ def readme(info: dict[str, Any]) -> str:
         out.append(f"{levels} levels of reasoning-gym's curriculum for `{dataset}`.")
     if info["trimmed"]:
         out += ["", f"Only the first {levels} of the curriculum's {info['curriculum_levels']} levels ship: "
-                    f"{info['trimmed']}."]
+                    f"{info['trimmed']}, so it and the levels above are left out."]
     if info["seeding"] == "dataset":
         out += ["", f"`seeding = \"dataset\"`: `{dataset}` makes its entries when it is built (or caps its size), so "
                     "each task is entry 0 of a dataset built for it with the task's seed, not an index into one "
@@ -555,8 +562,9 @@ def update_readme(results: dict[str, dict[str, Any]]) -> None:
         shipped_md.append(f"| `{NAMESPACE}/{env_name(r['name'])}` | `{r['name']}`{seeding} | {r['category']} | {levels} |")
     trimmed = [r for r in shipped if r["trimmed"]]
     if trimmed:
-        shipped_md += ["", "\\* Only the first levels ship; reasoning-gym's curriculum configures the others so "
-                           "that the dataset refuses them:", ""]
+        shipped_md += ["", "\\* Only the first levels ship: at the next one reasoning-gym fails to make a task "
+                           "(often its curriculum configures the dataset with values the dataset refuses), or makes "
+                           "them too slowly:", ""]
         shipped_md += [f"- `{r['name']}`: {r['trimmed']}" for r in trimmed]
     skipped_md = [f"{len(skipped)} datasets are skipped:", "", "| dataset | why |", "|---|---|"]
     skipped_md += [f"| `{r['name']}` | {r['reason'].replace('|', '/')} |" for r in skipped]
@@ -601,7 +609,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     results = run_workers(names, hash_seed=1, digest_only=False, log=log)
     # The same tasks again, in other processes with another hash seed.
-    passed = [f"{name}={r['seeding']}" for name, r in results.items() if r["ok"]]
+    passed = [f"{name}={r['seeding']}@{r['levels']}" for name, r in results.items() if r["ok"]]
     again = run_workers(passed, hash_seed=2, digest_only=True, log=log)
     for name, result in results.items():
         other = again.get(name)
