@@ -210,7 +210,7 @@ def test_held_out_seed_ranges_stay_out_of_the_public_archive(tmp_path: Path, env
     assert envhub_cli("push", str(root)).code == 0
     public_env = envhub.load("acme/gen", trust_code=True)
     assert public_env.splits["test"].available is False and public_env.splits["test"].rows == 9
-    with pytest.raises(EnvNotFoundError, match="its seed range is not in this copy"):
+    with pytest.raises(EnvNotFoundError, match="its seeds are not in this copy"):
         public_env.tasks("test")
     full = envhub.load("acme/gen", trust_code=True, with_heldout=True)
     source = envhub.load(root, trust_code=True)

@@ -11,14 +11,14 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from envhub.bundle._archive import RECORD, ArchiveInfo, extract_archive, parse_record, write_archive
-    from envhub.bundle._build import IGNORE_FILE, BuiltBundle, archive_stem, build_bundle, bundle_files
+    from envhub.bundle._build import IGNORE_FILE, BuiltBundle, archive_stem, build_bundle, bundle_files, public_manifest
     from envhub.bundle._validate import BundleCheck, SplitFacts, validate_bundle
 
 _WHERE = {
     "RECORD": "_archive", "ArchiveInfo": "_archive", "extract_archive": "_archive",
     "parse_record": "_archive", "write_archive": "_archive",
     "IGNORE_FILE": "_build", "BuiltBundle": "_build", "archive_stem": "_build",
-    "build_bundle": "_build", "bundle_files": "_build",
+    "build_bundle": "_build", "bundle_files": "_build", "public_manifest": "_build",
     "BundleCheck": "_validate", "SplitFacts": "_validate", "validate_bundle": "_validate",
 }
 __all__ = sorted(_WHERE)

@@ -3,20 +3,18 @@
 from __future__ import annotations
 
 import hashlib
-import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from envhub.bundle._archive import ArchiveInfo, write_archive
-from envhub.bundle._paths import SKIPPED_DIRS, heldout_seeds_bytes, heldout_seeds_path
+from envhub.bundle._paths import IGNORE_FILE, bundle_files, heldout_seeds_bytes
 from envhub.bundle._validate import validate_bundle
 from envhub.errors import BundleError
 from envhub.manifest import MANIFEST_FILENAME, Manifest, dump_manifest
+from envhub.tasks import read_secret, sealed_seeds_bytes, sealed_seeds_path
 
-__all__ = ["IGNORE_FILE", "BuiltBundle", "archive_stem", "build_bundle", "bundle_files"]
-
-IGNORE_FILE = ".envhubignore"
-_ALWAYS_IGNORED = ["*.pyc", ".DS_Store", IGNORE_FILE, "/dist/"]
+__all__ = ["IGNORE_FILE", "BuiltBundle", "archive_stem", "build_bundle", "bundle_files", "public_manifest"]
 
 
 @dataclass(frozen=True)
@@ -42,35 +40,48 @@ def archive_stem(name: str, version: str) -> str:
     return f"{name.replace('/', '--')}-{version}"
 
 
-def bundle_files(root: Path) -> list[str]:
-    """The files of a bundle, relative POSIX paths, sorted: everything under ``root`` but
-    version-control and cache directories, ``dist/``, and what ``.envhubignore`` names
-    (gitignore syntax)."""
-    import pathspec
+def public_manifest(manifest: Manifest, root: Path,
+                    facts: Mapping[str, tuple[int | None, str | None]] | None = None) -> tuple[Manifest, list[tuple[str, bytes]]]:
+    """The manifest as a built bundle publishes it, and the files only its held-out archive holds.
 
-    lines = list(_ALWAYS_IGNORED)
-    ignore = root / IGNORE_FILE
-    if ignore.is_file():
-        lines.extend(ignore.read_text(encoding="utf-8").splitlines())
-    spec = pathspec.GitIgnoreSpec.from_lines(lines)
-    out = []
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        rel_dir = Path(dirpath).relative_to(root).as_posix()
-        prefix = "" if rel_dir == "." else rel_dir + "/"
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED_DIRS and not spec.match_file(prefix + d + "/"))
-        for name in filenames:
-            rel = prefix + name
-            if not spec.match_file(rel):
-                out.append(rel)
-    return sorted(out)
+    ``facts`` gives the row count and sha256 of split files (as validation found them), which
+    the public manifest records. A held-out generator split loses what would let anyone make
+    its tasks: drawn from a secret (``seed-space``), it keeps ``rows`` and ``seed-space``,
+    drops ``secret``, and records the sha256 of ``heldout-seeds/<split>.json`` (which holds
+    the key); with a public range (``seeds``, the old form), the range moves to that file.
+    Raises :class:`envhub.tasks.SecretError` for an unreadable secret (validation reports it first).
+    """
+    splits = {}
+    sealed: list[tuple[str, bytes]] = []
+    for name, split in manifest.tasks.splits.items():
+        update: dict[str, object] = {}
+        if split.path is not None and facts is not None and name in facts:
+            update = {"rows": facts[name][0], "sha256": facts[name][1]}
+        elif split.held_out and split.seed_space is not None and split.secret is not None and split.rows is not None:
+            key = read_secret(root / split.secret)
+            data = sealed_seeds_bytes(name, split.rows, split.seed_space, key)
+            sealed.append((sealed_seeds_path(name), data))
+            kept = {k: v for k, v in split.model_dump(exclude_unset=True).items() if k != "secret"}
+            split = type(split)(**{**kept, "sha256": hashlib.sha256(data).hexdigest()})
+        elif split.held_out and split.seeds is not None:
+            # The old form: whoever knows the seed range can make the tasks, so the range
+            # goes to the held-out archive (validate warns: its digest is guessable).
+            data = heldout_seeds_bytes(name, split.seeds)
+            sealed.append((sealed_seeds_path(name), data))
+            kept = {k: v for k, v in split.model_dump(exclude_unset=True).items() if k != "seeds"}
+            split = type(split)(**kept, rows=split.seeds[1] - split.seeds[0], sha256=hashlib.sha256(data).hexdigest())
+        splits[name] = split.model_copy(update=update)
+    tasks = manifest.tasks.model_copy(update={"splits": splits})
+    return manifest.model_copy(update={"tasks": tasks}), sealed
 
 
 def build_bundle(root: str | Path, out_dir: str | Path) -> BuiltBundle:
     """Validate the bundle at ``root`` and write its archives into ``out_dir``.
 
-    Held-out split files go only into the held-out archive; the public manifest records
-    every split's row count and sha256 instead. Raises :class:`BundleError` if the bundle
-    is invalid (nothing is written then).
+    Held-out split files go only into the held-out archive, and so do the keys of held-out
+    generator splits (:func:`public_manifest`); secret files go into neither. The public
+    manifest records every split's row count and sha256 instead. Raises
+    :class:`BundleError` if the bundle is invalid (nothing is written then).
     """
     root = Path(root)
     check = validate_bundle(root)
@@ -79,36 +90,21 @@ def build_bundle(root: str | Path, out_dir: str | Path) -> BuiltBundle:
         raise BundleError(f"{root}: cannot build an invalid bundle", errors,
                           hint=f"run 'envhub validate {root}' and fix every error")
     manifest = check.manifest
-    facts = {s.name: s for s in check.splits}
-    splits = {}
-    heldout_paths = set()
-    sealed_seeds: list[tuple[str, Path | bytes]] = []
-    for name, split in manifest.tasks.splits.items():
-        update = {}
-        if split.path is not None:
-            update = {"rows": facts[name].rows, "sha256": facts[name].sha256}
-            if split.held_out:
-                heldout_paths.add(split.path)
-        elif split.held_out and split.seeds is not None:
-            # A held-out generator split: whoever knows its seed range can make its tasks,
-            # so the range goes to the held-out archive and the public manifest keeps only
-            # the count and the digest of that file.
-            data = heldout_seeds_bytes(name, split.seeds)
-            sealed_seeds.append((heldout_seeds_path(name), data))
-            kept = {k: v for k, v in split.model_dump(exclude_unset=True).items() if k != "seeds"}
-            split = type(split)(**kept, rows=split.seeds[1] - split.seeds[0], sha256=hashlib.sha256(data).hexdigest())
-        splits[name] = split.model_copy(update=update)
-    public_manifest = manifest.model_copy(update={"tasks": manifest.tasks.model_copy(update={"splits": splits})})
+    facts = {s.name: (s.rows, s.sha256) for s in check.splits}
+    published, sealed = public_manifest(manifest, root, facts)
+    splits = manifest.tasks.splits.values()
+    heldout_paths = {s.path for s in splits if s.held_out and s.path is not None}
+    secrets = {s.secret for s in splits if s.secret is not None}
 
-    files = [rel for rel in bundle_files(root) if rel != MANIFEST_FILENAME]
+    files = [rel for rel in bundle_files(root) if rel != MANIFEST_FILENAME and rel not in secrets]
     public_files: list[tuple[str, Path | bytes]] = [(rel, root / rel) for rel in files if rel not in heldout_paths]
-    public_files.append((MANIFEST_FILENAME, dump_manifest(public_manifest).encode()))
+    public_files.append((MANIFEST_FILENAME, dump_manifest(published).encode()))
     heldout_files: list[tuple[str, Path | bytes]] = [(rel, root / rel) for rel in sorted(heldout_paths) if (root / rel).is_file()]
-    heldout_files.extend(sealed_seeds)
+    heldout_files.extend(sealed)
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     stem = archive_stem(manifest.environment.name, manifest.environment.version)
     public = write_archive(out / f"{stem}.tar", public_files)
     heldout = write_archive(out / f"{stem}.heldout.tar", heldout_files) if heldout_files else None
-    return BuiltBundle(public_manifest, public, heldout)
+    return BuiltBundle(published, public, heldout)

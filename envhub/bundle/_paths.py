@@ -6,6 +6,10 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+#: The file listing (gitignore syntax) what a bundle directory holds but its archives leave out.
+IGNORE_FILE = ".envhubignore"
+_ALWAYS_IGNORED = ["*.pyc", ".DS_Store", IGNORE_FILE, "/dist/"]
+
 #: Directories that are never part of a bundle.
 SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__", ".venv", "venv", ".mypy_cache",
                           ".pytest_cache", ".ruff_cache", "node_modules", ".envhub"})
@@ -49,3 +53,26 @@ def heldout_seeds_bytes(split: str, seeds: list[int]) -> bytes:
     """The exact bytes of that file, so its digest is fixed by the split and the range."""
     start, stop = seeds
     return f'{{"split": "{split}", "seeds": [{start}, {stop}]}}\n'.encode()
+
+
+def bundle_files(root: Path) -> list[str]:
+    """The files of a bundle, relative POSIX paths, sorted: everything under ``root`` but
+    version-control and cache directories, ``dist/``, and what ``.envhubignore`` names
+    (gitignore syntax)."""
+    import pathspec
+
+    lines = list(_ALWAYS_IGNORED)
+    ignore = root / IGNORE_FILE
+    if ignore.is_file():
+        lines.extend(ignore.read_text(encoding="utf-8").splitlines())
+    spec = pathspec.GitIgnoreSpec.from_lines(lines)
+    out = []
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        rel_dir = Path(dirpath).relative_to(root).as_posix()
+        prefix = "" if rel_dir == "." else rel_dir + "/"
+        dirnames[:] = sorted(d for d in dirnames if d not in SKIPPED_DIRS and not spec.match_file(prefix + d + "/"))
+        for name in filenames:
+            rel = prefix + name
+            if not spec.match_file(rel):
+                out.append(rel)
+    return sorted(out)

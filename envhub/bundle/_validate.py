@@ -7,9 +7,9 @@ import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from envhub.bundle._paths import escaping_symlinks, resolve_inside
+from envhub.bundle._paths import bundle_files, escaping_symlinks, resolve_inside
 from envhub.manifest import MANIFEST_FILENAME, Manifest, Split, parse_manifest
 from envhub.manifest._locate import locate
 from envhub.manifest._models import CodeTests, ExactMatch, JsonMatch, LlmJudge, Numeric, RegexMatch, Rubric
@@ -21,8 +21,11 @@ from envhub.tasks import (
     duplicate_id_problems,
     scan_jsonl,
     scan_parquet,
+    SecretError,
+    read_secret,
     scan_rows,
 )
+from envhub.tasks._leaks import Needle, PublicFile, distinctive, find_leaks, regenerating_scripts
 
 if TYPE_CHECKING:
     from envhub.plugins import PluginManager
@@ -114,8 +117,110 @@ def validate_bundle(path: str | Path, *, max_line_bytes: int = DEFAULT_MAX_LINE_
         check.problems.append(Problem("error", "symlink-escapes", f"symlink leaves the bundle (it points to {target})",
                                       file=shown(rel), hint="copy the file into the bundle instead of linking to it"))
     check.problems.extend(_splits(root, manifest, check, shown, at, max_line_bytes, plugins))
+    keys = dict(_secrets(root, manifest, check, at))
+    if check.ok:
+        check.problems.extend(_heldout_leaks(root, manifest, keys, shown, plugins))
     check.problems.extend(_warnings(manifest, at))
     return check
+
+
+def _secrets(root: Path, m: Manifest, check: BundleCheck, at) -> Iterator[tuple[str, bytes]]:  # type: ignore[no-untyped-def]
+    """Each held-out generator split's key, read from its ``secret`` file; a missing or
+    malformed file is an error naming the file, the field and the fix."""
+    for name, split in m.tasks.splits.items():
+        if split.secret is None or split.seed_space is None:
+            continue
+        field = f"tasks.splits.{name}.secret"
+        target, why = resolve_inside(root, split.secret)
+        if why is None:
+            try:
+                yield name, read_secret(target)
+                continue
+            except SecretError as e:
+                why = str(e)
+        code = "missing-secret" if why == "not found" else "bad-secret"
+        hint = (f"create it with 'envhub secret {(root / split.secret).as_posix()}' (a random 256-bit key), "
+                "and keep it out of version control if the bundle's source is private")
+        check.problems.append(Problem("error", code, f"secret file {split.secret!r} {why}", hint=hint,
+                                      **at(field, "tasks", "splits", name, "secret")))
+
+
+def _heldout_leaks(root: Path, m: Manifest, keys: dict[str, bytes], shown,  # type: ignore[no-untyped-def]
+                   plugins: PluginManager | None) -> list[Problem]:
+    """Held-out prompts, rows, distinctive answers and keys found in files the public archive
+    would hold (errors), and public scripts that could make a held-out file again (warnings)."""
+    splits = m.tasks.splits
+    heldout_files = {s.path: n for n, s in splits.items() if s.held_out and s.path is not None
+                     and (root / s.path).is_file()}
+    private = set(heldout_files) | {s.secret for s in splits.values() if s.secret is not None}
+    snapshot = m.state.snapshot.rstrip("/") if m.state.snapshot else None
+    public = [PublicFile(shown(rel), root / rel,
+                         snapshot is not None and (rel == snapshot or rel.startswith(snapshot + "/")))
+              for rel in bundle_files(root) if rel not in private]
+    fields = _answer_fields(m)
+    prompt_field = m.tasks.prompt_field
+    # What a public split also has (a prompt shared by every task, a common answer) is not held-out text.
+    common: set[str] = set()
+    for name, split in splits.items():
+        if not split.held_out and split.path is not None and (root / split.path).is_file():
+            for row, _ in _rows(root / split.path, m.tasks.format, plugins):
+                common.update(t for t in (distinctive(row.get(f)) for f in (prompt_field, *fields)) if t)
+    needles: list[Needle] = []
+    for path, name in heldout_files.items():
+        for row, raw in _rows(root / path, m.tasks.format, plugins):
+            task_id = str(row.get(m.tasks.id_field))
+            prompt = distinctive(row.get(prompt_field))
+            if prompt is not None and prompt not in common:
+                needles.append(Needle(prompt, "prompt", name, task_id))
+            for f in fields:
+                answer = distinctive(row.get(f))
+                if answer is not None and answer not in common:
+                    needles.append(Needle(answer, "answer", name, task_id))
+            if raw is not None:
+                needles.append(Needle(raw, "row", name, task_id))
+    needles.extend(Needle(key.hex(), "key", name) for name, key in keys.items())
+    return [*find_leaks(public, needles), *regenerating_scripts(public, heldout_files)]
+
+
+def _answer_fields(m: Manifest) -> list[str]:
+    """The task fields holding what a verifier compares against: the answers."""
+    verifiers = m.verifier.criteria if isinstance(m.verifier, Rubric) else [m.verifier] if m.verifier else []
+    out = []
+    for v in verifiers:
+        if isinstance(v, (ExactMatch, Numeric, JsonMatch)):
+            out.append(v.field)
+        elif isinstance(v, CodeTests):
+            out.append(v.tests_field)
+        elif isinstance(v, RegexMatch) and v.pattern_field:
+            out.append(v.pattern_field)
+    return list(dict.fromkeys(out))
+
+
+def _rows(path: Path, format: str, plugins: PluginManager | None) -> Iterator[tuple[dict[str, Any], str | None]]:
+    """The rows of a task file that validated, each with its JSONL line (None for other formats)."""
+    if format == "jsonl":
+        import orjson
+
+        with path.open("rb") as f:
+            for line in f:
+                if line.strip():
+                    row = orjson.loads(line)
+                    yield row, line.decode("utf-8").strip()
+        return
+    if format == "parquet":
+        import pyarrow.parquet as pq
+
+        for row in pq.read_table(path).to_pylist():
+            yield row, None
+        return
+    if plugins is None:
+        from envhub.plugins import plugin_manager
+
+        plugins = plugin_manager()
+    found = plugins.lookup("task_formats", format)
+    if found is not None and found.read is not None:
+        for row in found.read(path):
+            yield dict(row), None
 
 
 def _referenced_files(root: Path, m: Manifest, at) -> Iterator[Problem]:  # type: ignore[no-untyped-def]
@@ -155,15 +260,7 @@ def _required_fields(m: Manifest) -> tuple[list[str], list[str]]:
     if m.tasks.difficulty_field:
         fields.append(m.tasks.difficulty_field)
         numeric.append(m.tasks.difficulty_field)
-    verifiers = m.verifier.criteria if isinstance(m.verifier, Rubric) else [m.verifier] if m.verifier else []
-    for v in verifiers:
-        if isinstance(v, (ExactMatch, Numeric, JsonMatch)):
-            fields.append(v.field)
-        elif isinstance(v, CodeTests):
-            fields.append(v.tests_field)
-        elif isinstance(v, RegexMatch) and v.pattern_field:
-            fields.append(v.pattern_field)
-    return list(dict.fromkeys(fields)), numeric
+    return list(dict.fromkeys([*fields, *_answer_fields(m)])), numeric
 
 
 def _splits(root: Path, m: Manifest, check: BundleCheck, shown, at, max_line_bytes: int,  # type: ignore[no-untyped-def]
@@ -235,6 +332,22 @@ def _warnings(m: Manifest, at) -> Iterator[Problem]:  # type: ignore[no-untyped-
     if len(splits) > 1 and len(public) == len(splits):
         yield warning("no-held-out", "no split is held out, so every evaluation set is public",
                       "mark the test split held-out = true", "tasks.splits", "tasks", "splits")
+    for name, split in splits.items():
+        if m.tasks.format != "generator" or not split.held_out or split.seed_space is not None:
+            continue
+        where = (f"tasks.splits.{name}", "tasks", "splits", name)
+        fix = (f'draw them from a secret: replace seeds with seed-space = [lo, hi), rows = N and secret = '
+               f'"secrets/{name}.key" (create it with \'envhub secret secrets/{name}.key\')')
+        if split.seeds is not None:
+            yield warning("public-seed-range",
+                          f"held-out split {name!r} makes its tasks from the seed range {split.seeds}: whoever guesses "
+                          "the range (the public digest of the built bundle confirms a guess) makes them again",
+                          fix, *where)
+        else:
+            yield warning("public-seed-range",
+                          f"held-out split {name!r} was built from a seed range, which its public digest lets anyone "
+                          "search for and then make the tasks again",
+                          "publish a new version whose source " + fix.replace("draw them", "draws them"), *where)
     if m.environment.canary is None:
         yield warning("no-canary", "no canary: contamination of training sets cannot be detected",
                       f"add canary = \"envhub-canary:{secrets.token_hex(16)}\" to [environment]",

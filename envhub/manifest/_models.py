@@ -85,12 +85,19 @@ class MixtureComponent(_Model):
 
 
 class Split(_Model):
-    """One named split of tasks: a file (jsonl, parquet), a seed range (generator), or a
-    weighted mixture of dependencies' splits (mixture)."""
+    """One named split of tasks: a file (jsonl, parquet), a seed range (generator), seeds
+    drawn from a secret (a held-out generator split), or a weighted mixture of
+    dependencies' splits (mixture)."""
 
     path: BundlePath | None = Field(None, description="Task file, for jsonl and parquet.")
     seeds: list[int] | None = Field(
         None, description="[start, stop) seed range, for generator tasks."
+    )
+    seed_space: list[int] | None = Field(
+        None, description="Held-out generator split: the public [lo, hi) its `rows` seeds are drawn from, keyed by its secret."
+    )
+    secret: BundlePath | None = Field(
+        None, description="Held-out generator split: the file holding its 256-bit key (64 hex digits); never published."
     )
     mixture: list[MixtureComponent] | None = Field(
         None, min_length=1, description="Dependencies' splits and weights, for format = mixture."

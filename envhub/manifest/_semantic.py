@@ -9,6 +9,7 @@ from envhub.manifest._models import (
     Manifest,
     RegexMatch,
     Rubric,
+    Split,
 )
 from envhub.problems import Problem
 
@@ -67,10 +68,11 @@ def _tasks(m: Manifest) -> Iterator[Problem]:
             # A built bundle's held-out split keeps its seed range in the private store and
             # records only rows and sha256 (section 9.1).
             sealed = split.held_out and split.rows is not None and split.sha256 is not None
-            if split.seeds is None and not sealed:
+            if split.seeds is None and split.seed_space is None and not sealed:
                 yield _error(f"{field}.seeds", "generator splits need a seed range", "add seeds = [start, stop]")
             if split.path is not None:
                 yield _error(f"{field}.path", "generator splits take seeds, not a path", "remove path")
+            yield from _keyed_split(t.splits, name, field)
         else:
             if split.path is None:
                 yield _error(
@@ -88,6 +90,10 @@ def _tasks(m: Manifest) -> Iterator[Problem]:
                 seen_paths[split.path] = name
             if split.seeds is not None:
                 yield _error(f"{field}.seeds", f"seeds are only used with format = 'generator'", "remove seeds")
+            for key, value in (("seed-space", split.seed_space), ("secret", split.secret)):
+                if value is not None:
+                    yield _error(f"{field}.{key}", f"{key} is only used with format = 'generator', not {t.format!r}",
+                                 f"remove {key}")
         if split.seeds is not None and (len(split.seeds) != 2 or split.seeds[0] >= split.seeds[1]):
             yield _error(
                 f"{field}.seeds",
@@ -95,13 +101,56 @@ def _tasks(m: Manifest) -> Iterator[Problem]:
             )
 
 
+def _keyed_split(splits: dict[str, Split], name: str, field: str) -> Iterator[Problem]:
+    """The rules of a generator split drawn from a secret (``seed-space``, section 9.1)."""
+    split = splits[name]
+    if split.seed_space is None:
+        if split.secret is not None:
+            yield _error(f"{field}.secret", "a secret is only used with seed-space",
+                         "remove secret, or draw the split's seeds from seed-space = [lo, hi) with rows = N")
+        return
+    if split.seeds is not None:
+        yield _error(f"{field}.seed-space", "a split takes seeds or seed-space, not both",
+                     "keep seed-space (with rows and secret) for a held-out split, seeds for a public one")
+    if not split.held_out:
+        yield _error(f"{field}.seed-space", "seed-space is only used by held-out splits",
+                     "set held-out = true, or give a public split seeds = [start, stop]")
+    if split.rows is None:
+        yield _error(f"{field}.rows", "a seed-space split needs rows, the number of tasks drawn from it",
+                     "add rows = N")
+    if split.secret is None and split.sha256 is None:
+        yield _error(f"{field}.secret", "a seed-space split needs a secret, the file holding its key",
+                     f'add secret = "secrets/{name}.key" and create the file with \'envhub secret secrets/{name}.key\'')
+    space = split.seed_space
+    if len(space) != 2 or space[0] >= space[1]:
+        yield _error(f"{field}.seed-space", f"expected [lo, hi] with lo < hi, got {space}")
+        return
+    lo, hi = space
+    if split.rows is not None and hi - lo < split.rows:
+        yield _error(f"{field}.seed-space", f"seed-space [{lo}, {hi}) holds {hi - lo} seeds, fewer than rows = {split.rows}",
+                     "widen seed-space or lower rows")
+    for other, o in splits.items():
+        if other == name:
+            continue
+        if o.seed_space is not None and list(splits).index(other) > list(splits).index(name):
+            continue  # two seed-space splits that overlap: reported once, at the later one
+        theirs = o.seed_space if o.seed_space is not None else o.seeds
+        if theirs is None or len(theirs) != 2 or theirs[0] >= theirs[1]:
+            continue
+        if lo < theirs[1] and theirs[0] < hi:
+            key = "seed-space" if o.seed_space is not None else "seeds"
+            yield _error(f"{field}.seed-space",
+                         f"seed-space [{lo}, {hi}) overlaps the {key} [{theirs[0]}, {theirs[1]}) of split {other!r}",
+                         "draw held-out seeds from a space no other split uses")
+
+
 def _mixture_split(m: Manifest, name: str, field: str) -> Iterator[Problem]:
     split = m.tasks.splits[name]
     if split.mixture is None:
         yield _error(f"{field}.mixture", "a mixture split needs its components",
                      'add mixture = [{ env = "acme/other", split = "train", weight = 1.0 }]')
-    for key in ("path", "seeds", "rows", "sha256"):
-        if getattr(split, key) is not None:
+    for key in ("path", "seeds", "seed-space", "secret", "rows", "sha256"):
+        if getattr(split, key.replace("-", "_")) is not None:
             yield _error(f"{field}.{key}", f"a mixture split takes its tasks from its dependencies, not {key}",
                          f"remove {key}")
     seen: set[tuple[str, str]] = set()

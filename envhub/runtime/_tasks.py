@@ -18,6 +18,7 @@ from envhub.errors import BundleError, EnvNotFoundError, UsageError
 from envhub.manifest._models import Split, TasksSection
 from envhub.problems import Problem
 from envhub.runtime._types import Task
+from envhub.tasks import SecretError, heldout_seeds, parse_sealed_seeds, read_secret, sealed_seeds_path
 
 if TYPE_CHECKING:
     from envhub.plugins import PluginManager
@@ -32,14 +33,15 @@ MAX_SHUFFLED_SEEDS = 10_000_000
 
 
 class GeneratedTasks(Sequence[Task]):
-    """The tasks of a generator split, made on access from their seeds."""
+    """The tasks of a generator split, made on access: ``make`` takes a task's index in the
+    split (its seed and difficulty level follow from it)."""
 
-    def __init__(self, make: Callable[[int], Task], seeds: Sequence[int]) -> None:
+    def __init__(self, make: Callable[[int], Task], indices: Sequence[int]) -> None:
         self._make = make
-        self._seeds = seeds
+        self._indices = indices
 
     def __len__(self) -> int:
-        return len(self._seeds)
+        return len(self._indices)
 
     @overload
     def __getitem__(self, index: int) -> Task: ...
@@ -47,11 +49,11 @@ class GeneratedTasks(Sequence[Task]):
     def __getitem__(self, index: slice) -> GeneratedTasks: ...
     def __getitem__(self, index: int | slice) -> Task | GeneratedTasks:
         if isinstance(index, slice):
-            return GeneratedTasks(self._make, self._seeds[index])
-        return self._make(self._seeds[index])
+            return GeneratedTasks(self._make, self._indices[index])
+        return self._make(self._indices[index])
 
     def __iter__(self) -> Iterator[Task]:
-        return (self._make(seed) for seed in self._seeds)
+        return (self._make(i) for i in self._indices)
 
 
 class TaskSource:
@@ -72,6 +74,7 @@ class TaskSource:
         self._by_id: dict[str, dict[str, Task]] = {}
         self._generator: Callable[..., Any] | None = None
         self._generator_takes: frozenset[str] = frozenset()
+        self._seeds: dict[str, Sequence[int]] = {}
 
     @property
     def split_names(self) -> list[str]:
@@ -100,39 +103,94 @@ class TaskSource:
         split = self.split(name)
         if split.seeds is not None or split.mixture is not None:
             return True
+        if split.seed_space is not None:  # drawn from a secret: the source's key file, or the held-out store's
+            return self._secret_file(name) is not None or self._sealed_seeds_file(name) is not None
         if split.path is None:  # a held-out generator split whose seed range is kept apart
             return self._sealed_seeds_file(name) is not None
         return self.file_for(name) is not None
 
-    def seed_range(self, name: str) -> tuple[int, int]:
-        """The ``[start, stop)`` seeds of generator split ``name``: from the manifest, or, for
-        a held-out split of a built bundle, from the held-out store (its digest checked)."""
+    def seeds(self, name: str) -> Sequence[int]:
+        """The seeds of generator split ``name``, task ``i`` made from seed ``i``: the range of
+        ``seeds``; for a split drawn from a secret, the seeds :func:`envhub.tasks.heldout_seeds`
+        draws with its key (the source bundle's ``secret`` file, or the held-out store's
+        ``heldout-seeds/<split>.json``, its digest checked); for a held-out split of a bundle
+        built before secrets, the range the held-out store holds (its digest checked)."""
+        cached = self._seeds.get(name)
+        if cached is not None:
+            return cached
         split = self.split(name)
+        seeds: Sequence[int]
         if split.seeds is not None:
-            return split.seeds[0], split.seeds[1]
+            seeds = range(split.seeds[0], split.seeds[1])
+        elif split.seed_space is not None and split.rows is not None:
+            seeds = heldout_seeds(self._key(name), name, split.rows, split.seed_space)
+        else:
+            sealed = self._sealed(name)
+            if "seeds" not in sealed:
+                raise self._bad_sealed(name, "it holds a key, but the manifest records no seed-space")
+            seeds = range(*sealed["seeds"])
+        self._seeds[name] = seeds
+        return seeds
+
+    def _key(self, name: str) -> bytes:
+        """The key of split ``name``, drawn from a secret."""
+        split = self.split(name)
+        secret = self._secret_file(name)
+        if secret is not None:
+            try:
+                return read_secret(secret)
+            except SecretError as e:
+                raise BundleError(f"{secret}: the secret of split {name!r} {e}",
+                                  [Problem("error", "bad-secret", str(e), file=str(secret),
+                                           field=f"tasks.splits.{name}.secret")],
+                                  hint=f"run 'envhub validate {self.root}'") from None
+        sealed = self._sealed(name)
+        if "key" not in sealed:
+            raise self._bad_sealed(name, "it holds a seed range, but the manifest records a seed-space")
+        if (sealed["rows"], list(sealed["seed-space"])) != (split.rows, list(split.seed_space or ())):
+            raise self._bad_sealed(name, "its rows or seed-space differ from the manifest's")
+        key: bytes = sealed["key"]
+        return key
+
+    def _sealed(self, name: str) -> dict[str, Any]:
+        """The held-out store's ``heldout-seeds/<split>.json`` of split ``name``, its digest checked."""
+        split = self.split(name)
         path = self._sealed_seeds_file(name)
         if path is None:
             raise EnvNotFoundError(
-                f"{self.env_name}: split {name!r} is held out, and its seed range is not in this copy of the bundle",
+                f"{self.env_name}: split {name!r} is held out, and its seeds are not in this copy of the bundle",
                 hint="pull it with 'envhub pull --with-heldout' (needs access to the held-out store), "
                      "or have a server score it ('envhub serve')")
         import hashlib
-        import json
 
         data = path.read_bytes()
         if split.sha256 is not None and hashlib.sha256(data).hexdigest() != split.sha256:
-            raise BundleError(f"{path}: the held-out seed range does not match the digest the manifest records",
-                              [Problem("error", "digest-mismatch", "the held-out store holds another seed range",
+            raise BundleError(f"{path}: the held-out seeds file does not match the digest the manifest records",
+                              [Problem("error", "digest-mismatch", "the held-out store holds another split's seeds",
                                        file=str(path))])
-        start, stop = json.loads(data)["seeds"]
-        return int(start), int(stop)
+        try:
+            return parse_sealed_seeds(data)
+        except (ValueError, KeyError, TypeError) as e:
+            raise self._bad_sealed(name, f"it is not a held-out seeds file ({e})") from None
+
+    def _bad_sealed(self, name: str, why: str) -> BundleError:
+        path = self._sealed_seeds_file(name)
+        return BundleError(f"{path}: {why}", [Problem("error", "bad-heldout-seeds", why, file=str(path))],
+                           hint="pull the environment again with 'envhub pull --with-heldout'")
+
+    def _secret_file(self, name: str) -> Path | None:
+        """The source bundle's secret file of split ``name``, if it has one (a built bundle's
+        manifest names none)."""
+        split = self.split(name)
+        if split.secret is None:
+            return None
+        path = self.root / split.secret
+        return path if path.exists() else None
 
     def _sealed_seeds_file(self, name: str) -> Path | None:
-        from envhub.bundle._paths import heldout_seeds_path
-
         for base in (self.heldout_root, self.root):
-            if base is not None and (base / heldout_seeds_path(name)).is_file():
-                return base / heldout_seeds_path(name)
+            if base is not None and (base / sealed_seeds_path(name)).is_file():
+                return base / sealed_seeds_path(name)
         return None
 
     @property
@@ -146,7 +204,7 @@ class TaskSource:
             raise UsageError(f"limit must be >= 0, got {limit}")
         split = self.split(name)
         if self.spec.format == "generator":
-            return self._generated(name, self.seed_range(name), seed=seed, limit=limit)
+            return self._generated(name, seed=seed, limit=limit)
         rows: Sequence[Task] = self._load(name)
         if seed is not None:
             rows = list(rows)
@@ -176,10 +234,10 @@ class TaskSource:
         :data:`MAX_GROUPED_SEEDS` for a generator) and grouped by its difficulty field."""
         levels = self.levels
         if self.spec.format == "generator" and levels:
-            start, stop = self.seed_range(name)
-            make = self._maker(name, start)
-            return {level: GeneratedTasks(make, range(start + k, stop, len(levels)))
-                    for k, level in enumerate(levels) if start + k < stop}
+            count = len(self.seeds(name))
+            make = self._maker(name)
+            return {level: GeneratedTasks(make, range(k, count, len(levels)))
+                    for k, level in enumerate(levels) if k < count}
         tasks = self.tasks(name)
         if self.spec.format == "generator" and len(tasks) > MAX_GROUPED_SEEDS:
             raise UsageError(f"{self.env_name}: split {name!r} has {len(tasks):,} generated tasks, too many to group "
@@ -187,10 +245,9 @@ class TaskSource:
                              hint="declare difficulty-levels in [tasks] and have the generator take difficulty")
         return group_by_level(tasks, f"{self.env_name}: split {name!r}", self.spec.difficulty_field)
 
-    def _generated(self, name: str, seeds: tuple[int, int], *, seed: int | None, limit: int | None) -> Sequence[Task]:
-        make = self._maker(name, seeds[0])
-        start, stop = seeds
-        order: Sequence[int] = range(start, stop)
+    def _generated(self, name: str, *, seed: int | None, limit: int | None) -> Sequence[Task]:
+        make = self._maker(name)
+        order: Sequence[int] = range(len(self.seeds(name)))
         if seed is not None and limit is None and len(order) > MAX_SHUFFLED_SEEDS:
             raise UsageError(f"{self.env_name}: split {name!r} has {len(order):,} seeds, too many to shuffle all of them",
                              hint="take a sample: pass a limit (envhub eval -n N)")
@@ -200,10 +257,11 @@ class TaskSource:
             order = order[:limit]
         return GeneratedTasks(make, order)
 
-    def _maker(self, name: str, start: int) -> Callable[[int], Task]:
-        """A function making split ``name``'s task for a seed: the generator is called with
-        ``seed`` and, when it takes them, ``split``, ``difficulty`` (the level of the seed's
-        index, with ``difficulty-levels``) and ``params`` (``[config.params]``)."""
+    def _maker(self, name: str) -> Callable[[int], Task]:
+        """A function making split ``name``'s task ``index`` from its seed: the generator is
+        called with ``seed`` and, when it takes them, ``split``, ``difficulty`` (the level of
+        the index, with ``difficulty-levels``) and ``params`` (``[config.params]``)."""
+        seeds = self.seeds(name)
         if self._generator is None:
             assert self.spec.generator is not None  # rule T1
             if ":" in self.spec.generator:  # the bundle's own code (needs trust)
@@ -216,19 +274,24 @@ class TaskSource:
             else:
                 self._generator_takes = frozenset(p.name for p in parameters)
         generator, takes, levels = self._generator, self._generator_takes, self.levels
+        # A task's id is shown wherever the task is (a served held-out split, a record); a
+        # generator's own id often names its seed, which would give the task away.
+        keyed = self.split(name).seed_space is not None
         fixed: dict[str, Any] = {}
         if "split" in takes:
             fixed["split"] = name
         if "params" in takes:
             fixed["params"] = self._params
 
-        def make(task_seed: int) -> Task:
-            index = task_seed - start
+        def make(index: int) -> Task:
+            task_seed = seeds[index]
             level = levels[index % len(levels)] if levels else None
             kwargs = dict(fixed, difficulty=level) if levels and "difficulty" in takes else fixed
             row = generator(seed=task_seed, **kwargs)
             if not isinstance(row, Mapping):
                 raise TypeError(f"{self.spec.generator} returned {type(row).__name__}, not a task dict")
+            if keyed:
+                row = {**row, self.spec.id_field: f"{name}-{index}"}
             task = self._task(name, row, index, seed=task_seed)
             if level is not None and task.difficulty is None:
                 task = Task(task.id, task.split, task.data, task.index, task.prompt, level, task.seed)

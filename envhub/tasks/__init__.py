@@ -1,4 +1,4 @@
-"""Tasks (T): reading and checking task files."""
+"""Tasks (T): reading and checking task files, and the seeds of held-out generator splits."""
 
 from envhub.tasks._scan import (
     DEFAULT_MAX_LINE_BYTES,
@@ -10,14 +10,32 @@ from envhub.tasks._scan import (
     scan_parquet,
     scan_rows,
 )
+from envhub.tasks._heldout import (
+    SecretError,
+    heldout_seeds,
+    new_secret,
+    parse_sealed_seeds,
+    read_secret,
+    sealed_seeds_bytes,
+    sealed_seeds_path,
+    write_secret,
+)
 
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
     "IdSource",
+    "SecretError",
     "SplitScan",
     "TaskIds",
     "duplicate_id_problems",
+    "heldout_seeds",
+    "new_secret",
+    "parse_sealed_seeds",
+    "read_secret",
     "scan_jsonl",
     "scan_parquet",
     "scan_rows",
+    "sealed_seeds_bytes",
+    "sealed_seeds_path",
+    "write_secret",
 ]
