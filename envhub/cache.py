@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -84,15 +85,38 @@ class Cache:
             )
         return path
 
+    def cached_heldout(self, entry: VersionEntry) -> Path | None:
+        """The cached held-out splits of ``entry``, if any, checked to be the ones its public
+        manifest describes (a digest names bytes, not an environment: an index may point at
+        another environment's held-out archive). Made private (0700/0600) if an earlier
+        envhub left them readable by others. Raises :class:`IntegrityError`."""
+        if entry.heldout_digest is None:
+            return None
+        path = self.path(entry.heldout_digest, "heldout")
+        if not path.is_dir():
+            return None
+        _check_heldout(path, self.path(entry.digest), entry)
+        if path.stat().st_mode & 0o077:
+            _make_private(path)
+        return path
+
     def install(self, entry: VersionEntry, digest: str, *, kind: Kind, max_bytes: int,
                 local: str | None, opener: Callable[[], IO[bytes]]) -> tuple[Path, bool]:
         """Make sure the archive with ``digest`` is extracted in the cache.
 
         ``local`` is a file holding the archive, if there is one on this machine;
-        otherwise ``opener`` streams it. Returns the directory and whether it was
-        already cached. Raises :class:`IntegrityError` if the bytes do not match."""
+        otherwise ``opener`` streams it (at most the size the index declares, or
+        ``max_bytes`` for a held-out archive). Everything is checked in ``tmp/`` before one
+        rename puts it in place: the archive's digest, every file against its RECORD, and
+        that it is the environment ``entry`` names (for held-out splits: the files its
+        public manifest describes, which must be cached already). Held-out splits are
+        written readable by their owner only. Returns the directory and whether it was
+        already cached. Raises :class:`IntegrityError` or :class:`BundleError`, leaving
+        nothing behind but the lock file."""
         final = self.path(digest, kind)
         if final.is_dir():
+            if kind == "heldout":
+                _check_heldout(final, self.path(entry.digest), entry)
             return final, True
         from concurrent.futures import ThreadPoolExecutor
 
@@ -100,21 +124,34 @@ class Cache:
 
         from envhub.bundle._archive import extract_archive
 
+        private = kind == "heldout"
         (self.root / "locks").mkdir(parents=True, exist_ok=True)
         with FileLock(self.root / "locks" / f"{_hex(digest)}.lock"):
             if final.is_dir():  # another process finished it while we waited
+                if kind == "heldout":
+                    _check_heldout(final, self.path(entry.digest), entry)
                 return final, True
+            (self.root / "tmp").mkdir(parents=True, exist_ok=True)
             tmp = self.root / "tmp" / os.urandom(16).hex()
-            tmp.mkdir(parents=True)
+            tmp.mkdir(mode=0o700 if private else 0o777)
             try:
-                archive = Path(local) if local else self._download(opener, tmp / "archive.tar")
+                if local:
+                    archive = Path(local)
+                else:
+                    limit, source = (entry.size, "the index declares") if kind == "bundles" else \
+                        (max_bytes, "ENVHUB_MAX_BUNDLE_BYTES allows")
+                    archive = self._download(opener, tmp / "archive.tar", limit, lambda: IntegrityError(
+                        f"{entry.ref} from {entry.registry}: the archive {digest[:19]}... is larger than the "
+                        f"{limit} bytes {source}",
+                        hint="the registry's copy is damaged or was tampered with; nothing was cached"))
                 # Hash on a second thread while extracting into tmp/: nothing is renamed into
                 # place, and nothing is trusted, unless the digest matches.
                 tree = tmp / "tree"
                 with ThreadPoolExecutor(max_workers=1) as pool:
                     hashing = pool.submit(_file_digest, archive)
                     try:
-                        extract_archive(archive, tree, max_bytes=max_bytes, display=f"{entry.ref} ({digest[:19]}...)")
+                        extract_archive(archive, tree, max_bytes=max_bytes, display=f"{entry.ref} ({digest[:19]}...)",
+                                        private=private)
                         extract_error = None
                     except Exception as e:  # judged after the digest: bad bytes explain it best
                         extract_error = e
@@ -129,19 +166,29 @@ class Cache:
                     raise extract_error
                 if kind == "bundles":
                     _check_identity(tree, entry)
+                else:
+                    _check_heldout(tree, self.path(entry.digest), entry)
                 origin = {"name": entry.name, "version": entry.version, "digest": digest,
                           "registry": entry.registry, "kind": kind}
-                (tree / ORIGIN).write_text(json.dumps(origin, indent=2, sort_keys=True) + "\n")
-                final.parent.mkdir(parents=True, exist_ok=True)
+                _write_new(tree / ORIGIN, json.dumps(origin, indent=2, sort_keys=True) + "\n", private=private)
+                final.parent.mkdir(mode=0o700 if private else 0o777, parents=True, exist_ok=True)
                 os.replace(tree, final)
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
         return final, False
 
     @staticmethod
-    def _download(opener: Callable[[], IO[bytes]], dest: Path) -> Path:
+    def _download(opener: Callable[[], IO[bytes]], dest: Path, limit: int,
+                  too_big: Callable[[], IntegrityError]) -> Path:
+        """Copy the stream to ``dest``, raising ``too_big()`` past ``limit`` bytes: a
+        registry that sends more than it declared does not get to fill the disk."""
+        written = 0
         with opener() as source, open(dest, "wb") as out:
-            shutil.copyfileobj(source, out, _CHUNK)
+            while block := source.read(_CHUNK):
+                written += len(block)
+                if written > limit:
+                    raise too_big()
+                out.write(block)
         return dest
 
     # --- what registries said, for pins and --offline -----------------------------------
@@ -217,6 +264,65 @@ class Cache:
             shutil.rmtree(path, ignore_errors=True)
             count += 1
         return count
+
+
+def _write_new(path: Path, text: str, *, private: bool) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600 if private else 0o666)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+
+
+def _make_private(root: Path) -> None:
+    """Directories 0700, files 0600 (0700 if executable), ``root`` included."""
+    for dirpath, _, filenames in os.walk(root):
+        os.chmod(dirpath, 0o700)
+        for name in filenames:
+            path = os.path.join(dirpath, name)
+            os.chmod(path, 0o700 if os.stat(path).st_mode & stat.S_IXUSR else 0o600)
+
+
+def _check_heldout(tree: Path, public: Path, entry: VersionEntry) -> None:
+    """The held-out archive extracted at ``tree`` is ``entry``'s: every file it holds
+    (besides ``.envhub/``) is the file of a held-out split of ``entry``'s public manifest
+    (at ``public``, already verified against ``entry.digest``), with the sha256 that manifest
+    records, and it holds at least one. The public manifest names the environment and its
+    version, so another environment's (or version's) held-out archive, or a public archive,
+    is refused."""
+    from envhub import _toml
+    from envhub.bundle._archive import RECORD, parse_record
+    from envhub.bundle._paths import heldout_seeds_path
+
+    where = f"{entry.ref} from {entry.registry}: the held-out archive {str(entry.heldout_digest)[:19]}..."
+    hint = "the registry's index was tampered with or damaged; nothing was cached"
+    try:
+        splits = _toml.loads((public / "envhub.toml").read_text(encoding="utf-8"))["tasks"]["splits"]
+        declared: dict[str, str | None] = {}
+        for split_name, split in splits.items():
+            if split.get("held-out") is True:
+                path = split.get("path")
+                declared[path if isinstance(path, str) else heldout_seeds_path(split_name)] = split.get("sha256")
+    except FileNotFoundError:
+        raise IntegrityError(f"{where}: the public bundle {entry.digest[:19]}... is not in the cache",
+                             hint=f"pull {entry.ref} first, then its held-out splits") from None
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        raise IntegrityError(f"{where}: the public manifest of {entry.ref} has no readable splits ({e})", hint=hint) from e
+    try:
+        record = parse_record((tree / RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise IntegrityError(f"{where}: its {RECORD} is missing or unreadable ({e})", hint=hint) from e
+    problems = []
+    for rel, (digest, _) in sorted(record.items()):
+        if rel.startswith(".envhub/"):
+            continue
+        if rel not in declared:
+            problems.append(f"{rel} is not the file of a held-out split")
+        elif declared[rel] is not None and digest != f"sha256:{declared[rel]}":
+            problems.append(f"{rel} is not the file the manifest records (sha256 {str(declared[rel])[:12]}...)")
+    if not problems and not any(rel in declared for rel in record):
+        problems.append("it holds no held-out split's file")
+    if problems:
+        raise IntegrityError(f"{where} does not hold the held-out splits of {entry.ref}: " + "; ".join(problems),
+                             hint=hint)
 
 
 def _check_identity(tree: Path, entry: VersionEntry) -> None:

@@ -140,8 +140,9 @@ def fetch(entry: VersionEntry, registry_url: str, settings: Settings, *, registr
     elif with_heldout:
         if entry.heldout_digest is None:
             raise EnvNotFoundError(f"{entry.ref} has no held-out splits")
-        if cache.has(entry.heldout_digest, "heldout"):
-            heldout_path = cache.path(entry.heldout_digest, "heldout")
+        heldout_path = cache.cached_heldout(entry)  # checked to be entry's, like a fresh pull
+        if heldout_path is not None:
+            pass
         elif offline:
             raise EnvNotFoundError(f"the held-out splits of {entry.ref} are not in the cache (offline)")
         else:

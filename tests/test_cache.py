@@ -129,7 +129,7 @@ def test_prune_leaves_a_cache_pulls_can_use(pulled, envhub_cli, tmp_path: Path) 
 def test_install_refuses_bytes_that_do_not_match(tmp_path: Path, cache_dir: Path) -> None:
     bundle = built_env(tmp_path, "1.0.0")
     cache = Cache(cache_dir)
-    entry = VersionEntry(name=NAME, version="1.0.0", digest="sha256:" + "1" * 64, size=1, published_at="",
+    entry = VersionEntry(name=NAME, version="1.0.0", digest="sha256:" + "1" * 64, size=bundle.public.size, published_at="",
                          registry="file:///somewhere")
     with pytest.raises(IntegrityError) as exc:
         cache.install(entry, entry.digest, kind="bundles", max_bytes=10**9, local=str(bundle.public.path),

@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import abc
 import datetime as dt
-from collections.abc import Iterator
+import json
+import re
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from typing import IO, TYPE_CHECKING, Any, Protocol
 
 from packaging.version import Version
 
-from envhub.errors import EnvNotFoundError, RegistryError, VersionConflictError
+from envhub.errors import EnvNotFoundError, IntegrityError, RegistryError, VersionConflictError
 from envhub.ids import EnvRef
 
 if TYPE_CHECKING:
@@ -20,6 +22,7 @@ if TYPE_CHECKING:
 __all__ = ["HeldoutStoreLike", "PublishResult", "Registry", "VersionEntry", "select_version", "version_key"]
 
 ENTRY_FORMAT = 1
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
 def version_key(version: str) -> str:
@@ -75,7 +78,19 @@ class VersionEntry:
         return data
 
     @classmethod
-    def from_json(cls, data: dict[str, Any], *, registry: str = "") -> VersionEntry:
+    def from_json(cls, data: Any, *, registry: str = "", where: str | None = None, name: str | None = None,
+                  key: str | None = None) -> VersionEntry:
+        """The entry ``data`` (an index entry's JSON) describes. Keys it does not know are
+        ignored; a malformed entry raises :class:`IntegrityError` naming ``registry``,
+        ``where`` (the entry: a file, a key of an index) and every bad field. ``name`` and
+        ``key`` (a canonical version), if given, are where the entry was found: an entry
+        that names another environment or version there is malformed too."""
+        problems = _entry_problems(data, name, key)
+        if problems:
+            shown = f"{registry}: index entry {where or '(unnamed)'}" if registry else f"index entry {where or '(unnamed)'}"
+            raise IntegrityError(f"{shown} is malformed: " + "; ".join(problems),
+                                 hint="the index was damaged or edited by hand; ask the registry's owner to restore "
+                                      "the entry (or to move it aside and push that version again)")
         known = {f.replace("_", "-"): f for f in cls.__dataclass_fields__}
         kwargs = {known[k]: v for k, v in data.items() if k in known}
         kwargs["tags"] = tuple(kwargs.get("tags", ()))
@@ -197,6 +212,83 @@ def is_backend_error(e: BaseException) -> bool:
 def unreachable(url: str, action: str, e: BaseException) -> RegistryError:
     return RegistryError(f"{url}: cannot {action}: {type(e).__name__}: {e}",
                          hint="check the registry URL, your network and your credentials, or use --offline")
+
+
+def _is_digest(value: object) -> bool:
+    return isinstance(value, str) and _DIGEST.fullmatch(value) is not None
+
+
+def _is_str_list(value: object) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
+
+
+def _is_count(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _is_version(value: object) -> bool:
+    from packaging.version import InvalidVersion
+
+    try:
+        Version(value)  # type: ignore[arg-type]
+    except (InvalidVersion, TypeError):
+        return False
+    return True
+
+
+def _is_name(value: object) -> bool:
+    from envhub.errors import InvalidIdError
+    from envhub.ids import parse_name
+
+    try:
+        return isinstance(value, str) and str(parse_name(value)) == value
+    except InvalidIdError:
+        return False
+
+
+_DIGEST_TEXT = "a string 'sha256:' and 64 lowercase hex digits"
+#: key -> (required, check, what it must be). Optional keys may also be null where the
+#: check accepts None.
+_ENTRY_FIELDS: dict[str, tuple[bool, Callable[[object], bool], str]] = {
+    "name": (True, _is_name, "an environment id 'namespace/name'"),
+    "version": (True, _is_version, "a PEP 440 version string"),
+    "digest": (True, _is_digest, _DIGEST_TEXT),
+    "size": (True, _is_count, "a non-negative integer"),
+    "published-at": (True, lambda v: isinstance(v, str), "a string"),
+    "score-version": (False, lambda v: _is_count(v) and v >= 1, "a positive integer"),  # type: ignore[operator]
+    "description": (False, lambda v: isinstance(v, str), "a string"),
+    "tags": (False, _is_str_list, "an array of strings"),
+    "heldout-digest": (False, lambda v: v is None or _is_digest(v), f"null or {_DIGEST_TEXT}"),
+    "yanked": (False, lambda v: isinstance(v, bool), "true or false"),
+    "yank-reason": (False, lambda v: v is None or isinstance(v, str), "null or a string"),
+    "locator": (False, lambda v: v is None or isinstance(v, str), "null or a string"),
+    "dependencies": (False, lambda v: v is None or (isinstance(v, dict) and all(
+        isinstance(k, str) and isinstance(s, str) for k, s in v.items())), "an object of environment ids to specifiers"),
+    "python-dependencies": (False, lambda v: v is None or _is_str_list(v), "an array of strings"),
+}
+
+
+def _shown(value: object) -> str:
+    text = json.dumps(value) if not isinstance(value, str) else repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _entry_problems(data: object, name: str | None, key: str | None) -> list[str]:
+    """Every way ``data`` is not an index entry (section 3.1 of spec/registry.md)."""
+    if not isinstance(data, dict):
+        return [f"expected a JSON object, got {_shown(data)}"]
+    problems = []
+    for field_name, (required, check, what) in _ENTRY_FIELDS.items():
+        if field_name not in data:
+            if required:
+                problems.append(f"{field_name!r} is missing (expected {what})")
+        elif not check(data[field_name]):
+            problems.append(f"{field_name!r} must be {what}, not {_shown(data[field_name])}")
+    if name is not None and "name" in data and data["name"] != name and _is_name(data["name"]):
+        problems.append(f"'name' is {data['name']!r}, but the entry is in the index of {name}")
+    if key is not None and _is_version(data.get("version")) and version_key(data["version"]) != key:
+        problems.append(f"'version' is {data['version']!r}, but the entry is stored as version {key}")
+    return problems
 
 
 def select_version(entries: list[VersionEntry], ref: EnvRef) -> tuple[VersionEntry, str | None]:

@@ -188,9 +188,17 @@ class FsspecRegistry(Registry):
 
     def _existing(self, entry_path: str) -> VersionEntry | None:
         try:
-            return VersionEntry.from_json(self.store.read_json(entry_path), registry=self.url)
+            return self._read_entry(entry_path)
         except FileNotFoundError:
             return None
+
+    def _read_entry(self, entry_path: str) -> VersionEntry:
+        """The entry at ``entry_path`` (``index/<namespace>/<name>/<key>.json``), checked to
+        name that environment and version. Raises FileNotFoundError, IntegrityError."""
+        parts = entry_path.split("/")
+        name, key = f"{parts[-3]}/{parts[-2]}", parts[-1][: -len(".json")]
+        return VersionEntry.from_json(self.store.read_json(entry_path), registry=self.url, where=f"'{entry_path}'",
+                                      name=name, key=key)
 
     def versions(self, name: str) -> list[VersionEntry]:
         env_dir = self._env_dir(name)
@@ -205,9 +213,15 @@ class FsspecRegistry(Registry):
                 if not f.endswith(".json") or f.endswith(".yanked.json") or f.endswith(".tmp"):
                     continue
                 key = f[: -len(".json")]
-                entry = VersionEntry.from_json(self.store.read_json(posixpath.join(env_dir, f)), registry=self.url)
+                entry = self._read_entry(posixpath.join(env_dir, f))
                 if key in yanks:
-                    reason = self.store.read_json(posixpath.join(env_dir, f"{key}.yanked.json")).get("reason")
+                    marker = posixpath.join(env_dir, f"{key}.yanked.json")
+                    reason = self.store.read_json(marker).get("reason")
+                    if reason is not None and not isinstance(reason, str):
+                        raise IntegrityError(
+                            f"{self.url}: yank marker '{marker}' is malformed: 'reason' must be a string, "
+                            f"not {json.dumps(reason)[:60]}",
+                            hint="the index was damaged or edited by hand; ask the registry's owner to restore it")
                     entry = replace(entry, yanked=True, yank_reason=reason)
                 entries.append(entry)
         if not entries:

@@ -155,8 +155,10 @@ class _HubRepos:
             raise IntegrityError(f"{self.url}: {repo_id}/{path} at {revision[:12]} is corrupted (not a JSON object)")
         return data
 
-    def download(self, repo_id: str, path: str, revision: str, dest: Path, *, skip: int = 0) -> str:
-        """Stream one file to ``dest`` (dropping its first ``skip`` bytes); its sha256."""
+    def download(self, repo_id: str, path: str, revision: str, dest: Path, *, skip: int = 0,
+                 limit: int | None = None) -> str:
+        """Stream one file to ``dest`` (dropping its first ``skip`` bytes); its sha256.
+        Stops, returning the digest of what came, once more than ``limit`` bytes came."""
         import hashlib
 
         from huggingface_hub.utils import hf_raise_for_status, http_stream_backoff
@@ -172,9 +174,11 @@ class _HubRepos:
                         block, skip = block[dropped:], skip - dropped
                     h.update(block)
                     out.write(block)
+                    if limit is not None and out.tell() > limit:
+                        break  # more than the RECORD says: the caller refuses it
         return "sha256:" + h.hexdigest()
 
-    def fetch_archive(self, repo_id: str, revision: str, digest: str, display: str) -> IO[bytes]:
+    def fetch_archive(self, repo_id: str, revision: str, digest: str, display: str, *, max_bytes: int) -> IO[bytes]:
         """Download a version's tree at ``revision``, verify every file against its RECORD,
         rebuild the archive and check it has ``digest``. Returns the open archive (its file
         is already unlinked). Raises IntegrityError, or the Hub's errors."""
@@ -197,12 +201,21 @@ class _HubRepos:
                                      hint="the repo was tampered with or damaged; nothing was cached") from e
             for rel in record:
                 check_rel_path(rel, where)
-            prefix = int(archive.get("readme-prefix", 0))
+            if sum(size for _, size in record.values()) > max_bytes:
+                raise IntegrityError(f"{where}: the RECORD lists more than the limit of {max_bytes} bytes",
+                                     hint="raise ENVHUB_MAX_BUNDLE_BYTES if you trust this bundle")
+            prefix = archive.get("readme-prefix", 0)
+            executables = archive.get("executables", [])
+            if not (isinstance(prefix, int) and not isinstance(prefix, bool) and prefix >= 0) or not (
+                    isinstance(executables, list) and all(isinstance(e, str) for e in executables)):
+                raise IntegrityError(f"{where}: {VERSION_FILE} at {revision[:12]} is malformed: 'archive' needs "
+                                     "'readme-prefix' (a non-negative integer) and 'executables' (an array of paths)",
+                                     hint="the repo was tampered with or damaged; nothing was cached")
 
             def fetch(rel: str) -> None:
                 expected, size = record[rel]
                 skip = prefix if rel == "README.md" else 0
-                actual = self.download(repo_id, rel, revision, files / rel, skip=skip)
+                actual = self.download(repo_id, rel, revision, files / rel, skip=skip, limit=size)
                 if actual != expected or (files / rel).stat().st_size != size:
                     raise IntegrityError(f"{where}: {rel} does not match the RECORD ({actual[:19]}..., "
                                          f"expected {expected[:19]}...)",
@@ -212,8 +225,7 @@ class _HubRepos:
                 for future in [pool.submit(fetch, rel) for rel in sorted(record)]:
                     future.result()
             out = tmp / "archive.tar"
-            actual, _ = rebuild_archive(out, [(rel, files / rel) for rel in sorted(record)],
-                                        archive.get("executables", []))
+            actual, _ = rebuild_archive(out, [(rel, files / rel) for rel in sorted(record)], executables)
             if actual != digest:
                 raise IntegrityError(f"{where}: the files rebuild an archive with digest {actual}, "
                                      f"but the index says {digest}",
@@ -294,7 +306,13 @@ class HfRegistry(Registry):
     def _index(self, repo_id: str, head: str | None) -> dict[str, Any]:
         data = self.hub.read_json(repo_id, INDEX, head) if head else None
         data = data or {}
-        return {"versions": dict(data.get("versions") or {}), "yanked": dict(data.get("yanked") or {})}
+        index = {"versions": data.get("versions") or {}, "yanked": data.get("yanked") or {}}
+        for part, value in index.items():
+            if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
+                raise IntegrityError(f"{self.url}: {repo_id}/{INDEX} at {str(head)[:12]} is malformed: {part!r} must "
+                                     "be an object of versions to objects",
+                                     hint="the repo was edited by hand or damaged; ask its owners to restore the file")
+        return {"versions": dict(index["versions"]), "yanked": dict(index["yanked"])}
 
     def _entries(self, repo_id: str, refs: GitRefs) -> list[VersionEntry]:
         index = self._index(repo_id, _main(refs))
@@ -308,13 +326,19 @@ class HfRegistry(Registry):
                 continue  # not a tag envhub made
             key = version_key(str(version))
             data = index["versions"].get(key)
+            where = f"{key!r} of {repo_id}/{INDEX}"
             if data is None:  # the index lost it: the version's own commit says what it is
                 doc = self.hub.read_json(repo_id, VERSION_FILE, ref.target_commit)
                 data = doc.get("entry") if doc else None
+                where = f"of {repo_id}/{VERSION_FILE} at {ref.target_commit[:12]}"
                 if not isinstance(data, dict):
                     continue
-            entry = VersionEntry.from_json(data, registry=self.url)
+            entry = VersionEntry.from_json(data, registry=self.url, where=where, name=repo_id, key=key)
             yank = index["yanked"].get(key)
+            if yank is not None and not isinstance(yank.get("reason"), (str, type(None))):
+                raise IntegrityError(f"{self.url}: the yank of {key!r} in {repo_id}/{INDEX} is malformed: 'reason' "
+                                     "must be a string", hint="the repo was edited by hand or damaged; ask its "
+                                                              "owners to restore the file")
             entry = replace(entry, locator=ref.target_commit, yanked=yank is not None,
                             yank_reason=(yank or {}).get("reason"))
             entries.append(entry)
@@ -338,7 +362,7 @@ class HfRegistry(Registry):
         repo_id = str(parse_name(entry.name))
         revision = entry.locator or tag_name(entry.version)
         with self.hub.errors(f"download {entry.ref}", repo_id):
-            return self.hub.fetch_archive(repo_id, revision, entry.digest, entry.ref)
+            return self.hub.fetch_archive(repo_id, revision, entry.digest, entry.ref, max_bytes=self.max_bundle_bytes)
 
     def search(self, query: str, *, tag: str | None = None) -> list[VersionEntry]:
         query = query.lower()
@@ -546,7 +570,8 @@ class HfHeldoutStore:
         with self.hub.errors(f"download the held-out splits of {entry.ref}", repo_id):
             try:
                 return self.hub.fetch_archive(repo_id, tag_name(entry.version), entry.heldout_digest,
-                                              f"the held-out splits of {entry.ref}")
+                                              f"the held-out splits of {entry.ref}",
+                                              max_bytes=self.registry.max_bundle_bytes)
             except RevisionNotFoundError as e:
                 raise EnvNotFoundError(f"the held-out splits of {entry.ref} are not in {self.where(entry.name)}",
                                        hint="the push that published them did not finish; ask the publisher to "

@@ -16,7 +16,7 @@ import stat
 import tarfile
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from envhub.errors import IntegrityError
@@ -93,10 +93,11 @@ def version_document(entry: dict[str, Any], archive: dict[str, Any]) -> bytes:
 
 
 def check_rel_path(rel: str, where: str) -> str:
-    """``rel`` if it is a plain relative path inside a bundle; else IntegrityError (the
-    RECORD is not trusted before the rebuilt archive's digest is checked)."""
-    parts = PurePosixPath(rel).parts
-    if not rel or rel.startswith("/") or "\\" in rel or ".." in parts or (len(rel) > 1 and rel[1] == ":"):
+    """``rel`` if it is a plain, normalised relative path inside a bundle; else IntegrityError
+    (the RECORD is not trusted before the rebuilt archive's digest is checked)."""
+    from envhub.bundle._archive import path_problem
+
+    if not rel or path_problem(rel):
         raise IntegrityError(f"{where}: the RECORD names an unsafe path {rel!r}",
                              hint="the repo was not written by envhub or was tampered with; nothing was cached")
     return rel
