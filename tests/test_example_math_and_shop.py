@@ -53,7 +53,7 @@ def test_dev_alternates_the_children_and_each_task_runs_in_its_own_environment(c
 
         arith, shop = tasks[0], tasks[1]
         assert env.task_provenance(shop) == {
-            "env": SHOP, "version": "1.0.0", "digest": children[SHOP], "score_version": 1,
+            "env": SHOP, "version": "1.0.1", "digest": children[SHOP], "score_version": 1,
             "source": env.children[SHOP].source, "locator": env.children[SHOP].locator,
             "split": "dev", "task_id": "shop-dev-001"}
         assert env.task_provenance(arith)["digest"] == children[ARITH]

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 import envhub
+from envhub.errors import EnvNotFoundError
 from tests.conftest import run_envhub
 
 BUNDLE = Path(__file__).resolve().parents[1] / "example_envs" / "number-sequences"
@@ -104,10 +105,29 @@ def test_a_curriculum_run_moves_a_learning_policy_up_the_levels(tmp_path: Path) 
     assert levels == sorted(levels)  # this learner never forgets: it is never demoted
 
 
-def test_pushing_keeps_the_held_out_seed_range_private(tmp_path: Path) -> None:
+def test_the_test_split_is_drawn_from_the_committed_secret(env: Any) -> None:
+    from envhub.tasks import heldout_seeds, read_secret
+
+    key = read_secret(BUNDLE / "secrets" / "test.key")
+    seeds = heldout_seeds(key, "test", 80, [1_100_000_000, 2_100_000_000])
+    tasks = env.tasks("test")
+    assert [t.seed for t in tasks] == seeds and len(set(seeds)) == 80
+    assert [t.id for t in tasks] == [f"test-{i}" for i in range(80)]  # the seed is not in the id
+    assert [t.difficulty for t in tasks] == [1, 2, 3, 4] * 20
+    assert all(str(seed) not in t.prompt for t, seed in zip(tasks, seeds))
+
+
+def test_pushing_keeps_the_held_out_seeds_private(tmp_path: Path) -> None:
     assert run_envhub("push", str(BUNDLE)).code == 0
     public = envhub.load("envhub-examples/number-sequences", trust_code=True)
     assert not public.splits["test"].available and public.splits["test"].rows == 80
-    assert "1500000000" not in (public.root / "envhub.toml").read_text()
+    key = (BUNDLE / "secrets" / "test.key").read_text().strip()
+    manifest = (public.root / "envhub.toml").read_text()
+    assert "seed-space" in manifest and "1100000000" in manifest  # the public domain, not the seeds
+    assert key not in manifest and "secret =" not in manifest and not (public.root / "secrets").exists()
+    with pytest.raises(EnvNotFoundError, match="its seeds are not in this copy of the bundle"):
+        public.tasks("test")
     full = envhub.load("envhub-examples/number-sequences", trust_code=True, with_heldout=True)
-    assert [t.id for t in full.tasks("test", limit=3)] == [f"seq-test-{s}" for s in range(1500000000, 1500000003)]
+    with envhub.load(BUNDLE, trust_code=True) as source:
+        expected = [(t.id, t.seed, t["answer"]) for t in source.tasks("test")]
+    assert [(t.id, t.seed, t["answer"]) for t in full.tasks("test")] == expected
