@@ -43,6 +43,8 @@ def push(path: Path, registry: Registry, *, heldout_url: str | None) -> PushResu
             # Held-out first: a public version never points at held-out bytes that are missing.
             store.put(bundle)
         result = registry.publish(bundle)
+        if store is not None:  # then the store's note, from the public entry (a re-push repairs it)
+            store.record(result.entry)
     return PushResult(result, store.where(bundle.name) if store is not None else None)
 
 

@@ -136,7 +136,14 @@ class HeldoutStoreLike(Protocol):
         """Where ``name``'s held-out splits are kept, for messages."""
 
     def put(self, bundle: BuiltBundle) -> None:
-        """Store ``bundle``'s held-out archive (the same digest again is a no-op)."""
+        """Store ``bundle``'s held-out archive (the same digest again is a no-op), before
+        the public entry is published."""
+
+    def record(self, entry: VersionEntry) -> None:
+        """Once ``entry`` is published (or found published with the same content), note in
+        the store that its held-out splits are ``entry.heldout_digest``, replacing a note a
+        failed push left. A store whose :meth:`put` already binds the version (the Hub's
+        tags) has nothing to do."""
 
     def open(self, entry: VersionEntry) -> IO[bytes]:
         """A readable stream of ``entry``'s held-out archive; the caller verifies the digest.

@@ -19,6 +19,8 @@ import os
 import posixpath
 import threading
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import IO, TYPE_CHECKING, Any
 
@@ -126,6 +128,26 @@ class BlobStore:
         except OSError as e:
             if "PreconditionFailed" in str(e) or "412" in str(e):
                 return False
+            raise
+
+    def replace_json(self, path: str, data: dict[str, Any]) -> None:
+        """Write ``path`` whole, replacing it if it exists: readers see the old document or
+        the new one (a rename locally; a single PUT on object stores)."""
+        payload = (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()
+        self.fs.makedirs(posixpath.dirname(path), exist_ok=True)
+        if not self.local:
+            self.fs.pipe_file(path, payload)
+            return
+        tmp = f"{path}.{uuid.uuid4().hex}.tmp"
+        try:
+            with open(tmp, "wb") as f:
+                f.write(payload)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
             raise
 
     def listdir(self, path: str) -> list[str]:
@@ -297,21 +319,42 @@ class HeldoutStore:
         return self.url
 
     def put(self, bundle: BuiltBundle) -> None:
+        """Store the held-out archive's blob. Nothing names a version yet: :meth:`record`
+        does, once the public entry exists, so a failed publish leaves only a blob."""
         assert bundle.heldout is not None
-        try:
+        with self._errors("nothing was published; fix ENVHUB_HELDOUT_STORE and push again"):
             if self.store.local:
                 # Readable by the owner only: held-out answers must not leak to other users.
                 os.makedirs(self.store.root, mode=0o700, exist_ok=True)
                 os.chmod(self.store.root, 0o700)
             self.store.put_blob(bundle.heldout.digest, bundle.heldout.path, bundle.heldout.size)
-            env = parse_name(bundle.name)
-            path = self.store.path("index", env.namespace, env.name, f"{version_key(bundle.version)}.json")
-            self.store.create_json(path, {"digest": bundle.heldout.digest, "size": bundle.heldout.size})
+
+    def record(self, entry: VersionEntry) -> None:
+        """Make ``index/<namespace>/<name>/<version>.json`` name the held-out archive of
+        ``entry``, the version as the public registry publishes it. The public entry is the
+        truth: a note that a failed push left (naming other held-out splits) is replaced,
+        atomically, so readers see the old note or the new one."""
+        if entry.heldout_digest is None:
+            return
+        env = parse_name(entry.name)
+        path = self.store.path("index", env.namespace, env.name, f"{version_key(entry.version)}.json")
+        with self._errors(f"the version is published; push it again to record its held-out splits in {self.url}"):
+            try:
+                if self.store.read_json(path).get("digest") == entry.heldout_digest:
+                    return
+            except (FileNotFoundError, IntegrityError):
+                pass  # none yet, or damaged: written afresh
+            size = self.store.fs.size(self.store.blob_path(entry.heldout_digest))
+            self.store.replace_json(path, {"digest": entry.heldout_digest, "size": size})
+
+    @contextmanager
+    def _errors(self, hint: str) -> Iterator[None]:
+        try:
+            yield
         except PermissionError as e:
             raise RegistryError(f"{self.url}: cannot store held-out splits: permission denied") from e
         except OSError as e:  # a full disk, a store that is a file, a network error
-            raise RegistryError(f"{self.url}: cannot store held-out splits: {e}",
-                                hint="nothing was published; fix ENVHUB_HELDOUT_STORE and push again") from e
+            raise RegistryError(f"{self.url}: cannot store held-out splits: {e}", hint=hint) from e
 
     def open(self, entry: VersionEntry) -> IO[bytes]:
         if entry.heldout_digest is None:

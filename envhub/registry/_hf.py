@@ -545,6 +545,10 @@ class HfHeldoutStore:
         raise RegistryError(f"{self.registry.url}: cannot store held-out splits: {repo_id} kept changing "
                             f"({_ATTEMPTS} attempts)", hint="others are pushing to it; try again")
 
+    def record(self, entry: VersionEntry) -> None:
+        """Nothing to do: :meth:`put` tagged the companion repo's commit ``v<version>``, and a
+        tag, once made, is never moved."""
+
     def _ensure_private(self, repo_id: str) -> None:
         from huggingface_hub.errors import RepositoryNotFoundError
 
