@@ -7,25 +7,30 @@ docs/verifiers.md says exactly how each kind scores.
 
 from envhub.runtime.verifiers._base import MissingFieldError, Verifier, VerifierContext, VerifierError, task_value
 from envhub.runtime.verifiers._build import Factory, build_verifier, default_factories, plugin_factories
-from envhub.runtime.verifiers._code_tests import CodeTestsVerifier, extract_code
+from envhub.runtime.verifiers._code_tests import (
+    CallCase,
+    CodeTestsVerifier,
+    IoCase,
+    TestOutcome,
+    TestsResult,
+    extract_code,
+    parse_tests,
+    plan_tests,
+    run_tests,
+)
 from envhub.runtime.verifiers._exact import ExactMatchVerifier, normalize
 from envhub.runtime.verifiers._json import JsonMatchVerifier, parse_json_answer
 from envhub.runtime.verifiers._numeric import NumericVerifier, extract_number
 from envhub.runtime.verifiers._python import PythonEntryPointVerifier
 from envhub.runtime.verifiers._regex import RegexVerifier
 from envhub.runtime.verifiers._rubric import Criterion, RubricVerifier
-from envhub.runtime.verifiers._sandbox import (
-    SandboxLimits,
-    SandboxResult,
-    TestOutcome,
-    arun_python_tests,
-    run_python_tests,
-)
 
 __all__ = [
+    "CallCase",
     "CodeTestsVerifier",
     "Criterion",
     "ExactMatchVerifier",
+    "IoCase",
     "Factory",
     "JsonMatchVerifier",
     "MissingFieldError",
@@ -33,13 +38,11 @@ __all__ = [
     "PythonEntryPointVerifier",
     "RegexVerifier",
     "RubricVerifier",
-    "SandboxLimits",
-    "SandboxResult",
     "TestOutcome",
+    "TestsResult",
     "Verifier",
     "VerifierContext",
     "VerifierError",
-    "arun_python_tests",
     "build_verifier",
     "default_factories",
     "extract_code",
@@ -47,6 +50,8 @@ __all__ = [
     "normalize",
     "parse_json_answer",
     "plugin_factories",
-    "run_python_tests",
+    "parse_tests",
+    "plan_tests",
+    "run_tests",
     "task_value",
 ]

@@ -1,0 +1,443 @@
+"""Run untrusted code in a sandboxed process: the one way envhub does it.
+
+A :class:`Sandbox` is a configuration (limits, network, extra readable paths); each
+:meth:`Sandbox.session` starts a new interpreter that locks itself in (namespaces, a private
+filesystem view, no capabilities, Landlock, resource limits; :mod:`._launcher` says how) and
+then runs a *guest* program, Python source the caller supplies, which talks to the caller in
+JSON lines: ``session.send(obj)`` writes to the guest's stdin, ``await session.receive()``
+reads what the guest reports on its own descriptor. Values cross as data, never as objects.
+The session ends when the guest ends, on timeout, or when the caller leaves the ``async with``;
+then the whole sandbox is killed and its temporary workspace removed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import glob
+import json
+import math
+import os
+import shutil
+import signal
+import stat
+import sys
+import sysconfig
+import tempfile
+import time
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Union
+
+from envhub.sandbox._launcher import EXIT_MEMORY, EXIT_SETUP
+
+__all__ = ["WORKSPACE", "Guest", "Limits", "Outcome", "Probe", "Sandbox", "Session", "aprobe", "probe"]
+
+_LAUNCHER = Path(__file__).with_name("_launcher.py")
+_TAIL_CHARS = 2000
+#: The most a guest may report in one run, in bytes; a guest that sends more is killed.
+REPORT_LIMIT = 16 * 1024 * 1024
+_NOBODY = 65534
+#: A guest: Python source, or ``(filename, source)`` modules run in order in one namespace.
+Guest = Union[str, Sequence[tuple[str, str]]]
+#: Where the workspace is inside the private filesystem view.
+WORKSPACE = "/workspace"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Limits of one sandboxed run."""
+
+    #: Wall-clock limit of the whole run (interpreter start-up included), in seconds.
+    timeout_s: float = 10.0
+    #: Address-space limit (RLIMIT_AS), in MiB: virtual memory, which exceeds resident memory.
+    memory_mb: int = 512
+    #: Largest file the run may write, stdout and stderr included, in MiB.
+    file_size_mb: int = 64
+    #: Most file descriptors open at once.
+    open_files: int = 64
+    #: Most processes (RLIMIT_NPROC) the sandbox's user may have.
+    processes: int = 64
+    #: Size of the sandbox's private /tmp, in MiB.
+    tmp_mb: int = 64
+
+    @property
+    def cpu_s(self) -> int:
+        """The CPU-time limit: the timeout rounded up, so only multi-threaded code can reach it
+        before the wall clock does."""
+        return max(1, math.ceil(self.timeout_s))
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a sandboxed run ended."""
+
+    returncode: int | None
+    timed_out: bool
+    #: Why the run was stopped: ``"timeout"``, ``"memory"``, ``"cpu"``, ``"file-size"``,
+    #: ``"report-size"``, ``"signal SIGSEGV"``...; None when it ended by itself.
+    killed_by: str | None
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+    duration_s: float = 0.0
+    #: The isolation layers applied, e.g. ``("user-namespace", "pid-namespace", ...)``.
+    layers: tuple[str, ...] = ()
+    #: Guarantees this machine could not give (a kernel without Landlock, no user namespaces).
+    missing: tuple[str, ...] = ()
+
+
+def _interpreter() -> str:
+    """The base interpreter (not a virtual environment's wrapper), for ``-I -S`` runs."""
+    base = getattr(sys, "_base_executable", None) or sys.executable
+    return os.path.realpath(base)
+
+
+def _readable() -> tuple[list[str], list[str]]:
+    """The paths a sandboxed interpreter needs to read, and the directories hidden beneath
+    them: ``/usr`` and, wherever the interpreter lives, only its binary, its shared library
+    and its standard library, with every site-packages directory hidden."""
+    exe = _interpreter()
+    prefix = os.path.realpath(sys.base_prefix)
+    stdlib = os.path.realpath(sysconfig.get_path("stdlib", vars={"installed_base": prefix, "base": prefix}))
+    readable = ["/usr", exe, stdlib]
+    libdir = os.path.join(prefix, "lib")
+    if os.path.isdir(libdir):
+        readable += sorted(str(p) for p in Path(libdir).glob("libpython*"))
+    for link in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.isdir(link) and not os.path.islink(link):
+            readable.append(link)
+    # Where installed packages live, never what a sandboxed run should see or import.
+    patterns = [f"{stdlib}/site-packages", f"{stdlib}/dist-packages", "/usr/lib/python3*/site-packages",
+                "/usr/lib/python3*/dist-packages", "/usr/local/lib/python3*/site-packages",
+                "/usr/local/lib/python3*/dist-packages"]
+    hidden = {os.path.realpath(p) for pattern in patterns for p in glob.glob(pattern) if os.path.isdir(p)}
+    return readable, sorted(hidden)
+
+
+_PATHS: tuple[list[str], list[str]] | None = None
+
+
+def _paths() -> tuple[list[str], list[str]]:
+    global _PATHS  # a cache of facts about this machine's interpreter, not state
+    if _PATHS is None:
+        _PATHS = _readable()
+    return _PATHS
+
+
+class _Kernel:
+    """What this process learnt of the kernel: whether it builds the sandbox's namespaces
+    (None until the first run tells). A kernel that lets a process unshare but not build the
+    view (a restricted user namespace) is tried once; later runs go without namespaces and
+    say so in ``missing``, instead of paying a failed start-up each time."""
+
+    namespaces: bool | None = None
+    refused: str | None = None
+
+
+class Sandbox:
+    """Runs guests in sandboxed processes (see the module's docstring).
+
+    ``network=True`` shares the host's network (off by default); ``readable`` adds paths the
+    sandbox may read (read-only, at the same path); ``namespaces=False`` skips the namespaces
+    (Landlock and resource limits only: for tests of those layers)."""
+
+    def __init__(self, limits: Limits | None = None, *, network: bool = False, readable: Sequence[str] = (),
+                 namespaces: bool = True) -> None:
+        self.limits = limits or Limits()
+        self.network = network
+        self.readable = tuple(str(p) for p in readable)
+        self.namespaces = namespaces
+
+    def session(self, guest: Guest, guest_input: Any, *, workspace: Path | None = None) -> Session:
+        """A run of ``guest`` with ``guest_input``, to use as ``async with sandbox.session(...)
+        as s``. ``guest`` is Python source (stdlib only), or a sequence of ``(filename,
+        source)`` modules run in order in one namespace. The guest sees ``INPUT``, ``CHANNEL``
+        (``CHANNEL.report(**fields)``, ``CHANNEL.receive()``) and ``WORKSPACE``. ``workspace``
+        (copied in) seeds the workspace; the copy is removed afterwards."""
+        modules = [("guest.py", guest)] if isinstance(guest, str) else [(str(n), str(src)) for n, src in guest]
+        return Session(self, modules, guest_input, workspace)
+
+    async def run(self, guest: Guest, guest_input: Any, *,
+                  workspace: Path | None = None) -> tuple[list[Any], Outcome]:
+        """Run ``guest`` to its end; every message it reported, and how it ended."""
+        async with self.session(guest, guest_input, workspace=workspace) as s:
+            messages = [m async for m in s]
+        assert s.outcome is not None
+        return messages, s.outcome
+
+
+class Session:
+    """One sandboxed run in progress (see :meth:`Sandbox.session`)."""
+
+    def __init__(self, sandbox: Sandbox, guest: list[tuple[str, str]], guest_input: Any,
+                 workspace: Path | None) -> None:
+        self.sandbox = sandbox
+        self.limits = sandbox.limits
+        self._guest = guest
+        self._input = guest_input
+        self._seed = workspace
+        self.outcome: Outcome | None = None
+        self.layers: tuple[str, ...] = ()
+        self.missing: tuple[str, ...] = ()
+        self._proc: asyncio.subprocess.Process | None = None
+        self._reader: asyncio.StreamReader | None = None
+        self._received = 0
+        self._killed_by: str | None = None
+        self._memory = False
+
+    async def __aenter__(self) -> Session:
+        self._root = Path(tempfile.mkdtemp(prefix="envhub-sandbox-"))
+        try:
+            self._workdir = self._root / "work"
+            if self._seed is not None:
+                shutil.copytree(self._seed, self._workdir, symlinks=True)
+            else:
+                self._workdir.mkdir()
+            (self._root / "root").mkdir()
+            if os.geteuid() == 0:
+                # Root's sandbox user is nobody outside (see _launcher._map_ids): give it the workspace.
+                for path in (self._workdir, *self._workdir.rglob("*")):
+                    os.lchown(path, _NOBODY, _NOBODY)
+            self._started = time.perf_counter()
+            self._deadline = time.monotonic() + self.limits.timeout_s
+            await self._start(self.sandbox.namespaces and _Kernel.namespaces is not False)
+            return self
+        except BaseException:
+            _remove_tree(self._root)
+            raise
+
+    def _job(self, namespaces: bool, report_fd: int) -> bytes:
+        readable, hidden = _paths()
+        limits = self.limits
+        job = {
+            "namespaces": namespaces,
+            "network": self.sandbox.network,
+            "root_dir": str(self._root / "root"),
+            "workdir": str(self._workdir),
+            "workspace": WORKSPACE if namespaces else str(self._workdir),
+            "readable": readable + list(self.sandbox.readable),
+            "hidden": hidden,
+            "report_fd": report_fd,
+            "limits": {
+                "memory_bytes": limits.memory_mb * 2**20, "cpu_s": limits.cpu_s,
+                "file_size_bytes": limits.file_size_mb * 2**20, "open_files": limits.open_files,
+                "processes": limits.processes, "tmp_bytes": limits.tmp_mb * 2**20,
+            },
+            "env": {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": WORKSPACE if namespaces else str(self._workdir),
+                    "TMPDIR": "/tmp" if namespaces else str(self._workdir), "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"},
+            "guest": self._guest,
+            "input": self._input,
+        }
+        return json.dumps(job).encode("utf-8", "surrogatepass") + b"\n"
+
+    async def _start(self, namespaces: bool) -> None:
+        loop = asyncio.get_running_loop()
+        read_fd, write_fd = os.pipe()
+        self._stdout = open(self._root / "stdout", "wb")  # noqa: SIM115 - closed in _finish
+        self._stderr = open(self._root / "stderr", "w+b")  # noqa: SIM115
+        try:
+            self._proc = await asyncio.create_subprocess_exec(
+                _interpreter(), "-I", "-S", "-B", str(_LAUNCHER),
+                stdin=asyncio.subprocess.PIPE, stdout=self._stdout, stderr=self._stderr,
+                cwd=self._workdir, env={"PATH": os.defpath, "LANG": "C.UTF-8"},
+                pass_fds=(write_fd,), start_new_session=True)
+        finally:
+            os.close(write_fd)
+        self._reader = asyncio.StreamReader(limit=REPORT_LIMIT)
+        protocol = asyncio.StreamReaderProtocol(self._reader)
+        self._transport, _ = await loop.connect_read_pipe(lambda: protocol, os.fdopen(read_fd, "rb", buffering=0))
+        assert self._proc.stdin is not None
+        self._proc.stdin.write(self._job(namespaces, write_fd))
+        self._isolation_seen = False
+        if namespaces and _Kernel.namespaces is None:
+            # The first run in this process: learn whether the namespaces work here.
+            first = await self._next()
+            if first is None:
+                await self._proc.wait()
+                if self._proc.returncode == EXIT_SETUP:
+                    _Kernel.namespaces = False
+                    _Kernel.refused = _tail(self._root / "stderr").strip()
+                    self._transport.close()
+                    self._stdout.close()
+                    self._stderr.close()
+                    await self._start(False)
+                return
+            self._isolation(first)
+            _Kernel.namespaces = "user-namespace" in self.layers
+
+    def _isolation(self, message: Any) -> bool:
+        """Take the launcher's first message, the layers applied; whether it was that."""
+        self._isolation_seen = True
+        if not (isinstance(message, dict) and message.get("event") == "isolation"):
+            return False
+        self.layers = tuple(str(x) for x in message.get("layers", ()))
+        missing = [str(x) for x in message.get("missing", ())]
+        if _Kernel.refused and "user-namespace" in missing:
+            missing.append(f"namespaces refused: {_Kernel.refused}")
+        self.missing = tuple(missing)
+        return True
+
+    async def _next(self) -> Any:
+        assert self._reader is not None
+        remaining = self._deadline - time.monotonic()
+        if remaining <= 0:
+            self._killed_by = self._killed_by or "timeout"
+            return None
+        try:
+            line = await asyncio.wait_for(self._reader.readline(), remaining)
+        except asyncio.TimeoutError:
+            self._killed_by = self._killed_by or "timeout"
+            return None
+        except (ValueError, asyncio.LimitOverrunError):
+            self._killed_by = "report-size"
+            return None
+        if not line:
+            return None
+        self._received += len(line)
+        if self._received > REPORT_LIMIT:
+            self._killed_by = "report-size"
+            return None
+        try:
+            message = json.loads(line)
+        except (ValueError, RecursionError):
+            return {"event": "garbage"}
+        if isinstance(message, dict) and message.get("event") == "memory":
+            self._memory = True
+        return message
+
+    async def receive(self) -> Any:
+        """The guest's next message (decoded JSON), or None when it has ended or was stopped."""
+        if self._killed_by:
+            return None
+        message = await self._next()
+        if not self._isolation_seen and self._isolation(message):
+            message = await self._next()
+        return message
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        return self._messages()
+
+    async def _messages(self) -> AsyncIterator[Any]:
+        while (message := await self.receive()) is not None:
+            yield message
+
+    def send(self, message: Any) -> None:
+        """Write ``message`` as one JSON line to the guest's stdin (dropped once it ended)."""
+        assert self._proc is not None and self._proc.stdin is not None
+        if self._proc.stdin.is_closing():
+            return
+        self._proc.stdin.write(json.dumps(message).encode("utf-8", "surrogatepass") + b"\n")
+
+    def close_input(self) -> None:
+        """Close the guest's stdin: a guest serving requests sees its end and finishes."""
+        assert self._proc is not None and self._proc.stdin is not None
+        if not self._proc.stdin.is_closing():
+            self._proc.stdin.close()
+
+    async def __aexit__(self, *exc: object) -> None:
+        try:
+            await self._finish()
+        finally:
+            _remove_tree(self._root)
+
+    async def _finish(self) -> None:
+        proc = self._proc
+        assert proc is not None
+        if self._killed_by is None:
+            # Give a guest that has reported everything a moment to exit by itself.
+            remaining = max(0.0, min(self._deadline - time.monotonic(), 1.0))
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(proc.wait(), remaining)
+            if proc.returncode is None and time.monotonic() >= self._deadline:
+                self._killed_by = "timeout"
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            # The launcher's whole group; PID 1 of the sandbox dies with it, and with PID 1
+            # every process left in the sandbox's PID namespace.
+            os.killpg(proc.pid, signal.SIGKILL)
+        await proc.wait()
+        self._transport.close()
+        self._stdout.close()
+        self._stderr.close()
+        stderr_tail = _tail(self._root / "stderr")
+        self.outcome = Outcome(
+            returncode=proc.returncode,
+            timed_out=self._killed_by == "timeout",
+            killed_by=_killed_by(proc.returncode, self._killed_by, self._memory, stderr_tail),
+            stdout_tail=_tail(self._root / "stdout"),
+            stderr_tail=stderr_tail,
+            duration_s=round(time.perf_counter() - self._started, 4),
+            layers=self.layers,
+            missing=self.missing,
+        )
+
+
+def _killed_by(returncode: int | None, stopped: str | None, memory: bool, stderr_tail: str) -> str | None:
+    if stopped:
+        return stopped
+    if returncode == EXIT_SETUP:
+        return "sandbox-setup"
+    if memory or returncode == EXIT_MEMORY or (returncode == 1 and stderr_tail.rstrip().endswith("MemoryError")):
+        return "memory"
+    if returncode is not None and returncode < 0:
+        signum = -returncode
+        named = {getattr(signal, "SIGXCPU", None): "cpu", getattr(signal, "SIGXFSZ", None): "file-size"}
+        if signum in named:
+            return named[signum]
+        try:
+            return f"signal {signal.Signals(signum).name}"
+        except ValueError:
+            return f"signal {signum}"
+    return None
+
+
+def _tail(path: Path) -> str:
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        size = f.tell()
+        f.seek(max(0, size - 4 * _TAIL_CHARS))
+        text = f.read().decode("utf-8", "replace")
+    return text[-_TAIL_CHARS:]
+
+
+def _remove_tree(root: Path) -> None:
+    """Remove ``root`` even when the sandboxed code made parts of it read-only."""
+
+    def make_writable_and_retry(func: Any, path: str, _exc: Any) -> None:
+        try:
+            os.chmod(os.path.dirname(path), stat.S_IRWXU)
+            if os.path.isdir(path) and not os.path.islink(path):
+                os.chmod(path, stat.S_IRWXU)
+            func(path)
+        except OSError:
+            pass
+
+    shutil.rmtree(root, onerror=make_writable_and_retry)
+
+
+_PROBE_GUEST = "CHANNEL.report(event='ok')\n"
+
+
+@dataclass(frozen=True)
+class Probe:
+    """What the sandbox gives on this machine: the layers applied and the guarantees missing."""
+
+    layers: tuple[str, ...]
+    missing: tuple[str, ...]
+    error: str | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+async def aprobe(sandbox: Sandbox | None = None) -> Probe:
+    """Start a sandbox with a guest that does nothing and report what it had."""
+    sandbox = sandbox or Sandbox(Limits(timeout_s=20))
+    messages, outcome = await sandbox.run([("probe.py", _PROBE_GUEST)], None)
+    ok = any(isinstance(m, dict) and m.get("event") == "ok" for m in messages)
+    error = None if ok else f"the sandbox did not start (status {outcome.returncode}): {outcome.stderr_tail.strip()}"
+    return Probe(outcome.layers, outcome.missing, error, {"interpreter": _interpreter(), "readable": _paths()[0],
+                                                            "hidden": _paths()[1], "duration_s": outcome.duration_s})
+
+
+def probe(sandbox: Sandbox | None = None) -> Probe:
+    """:func:`aprobe`, for callers without an event loop."""
+    return asyncio.run(aprobe(sandbox))
