@@ -689,3 +689,75 @@ def test_serve_registry_ids_with_and_without_their_heldout_store(bundles: dict[s
     finally:
         s.stop()
     assert "acme/calc: the held-out splits are not served" in s.stderr()
+
+
+# --- what a client without a token learns of a held-out generator split ----------------------
+
+_GENERATOR = '''
+def make(seed, difficulty):
+    return {"id": f"g-{seed}", "prompt": f"Repeat the number {seed} (level {difficulty}).", "answer": str(seed)}
+'''
+
+
+def _generator_bundle(root: Path) -> tuple[Path, str]:
+    """A generator bundle whose source manifest holds what must not be served: a held-out
+    seed range (the old form) and a held-out split's secret (its key file, and a comment)."""
+    from envhub.tasks import write_secret
+
+    root.mkdir(parents=True)
+    (root / "gen.py").write_text(_GENERATOR)
+    key = write_secret(root / "secrets" / "test.key")
+    (root / "envhub.toml").write_text('''# the old test seeds were 771000..771010, and the key is in secrets/test.key
+[environment]
+name = "acme/gen"
+version = "1.0.0"
+description = "Repeat a number."
+canary = "envhub-canary:0123456789abcdef0123456789abcdef"
+
+[tasks]
+format = "generator"
+generator = "gen:make"
+difficulty-levels = [1, 2]
+splits.train = { seeds = [0, 1000] }
+splits.old = { seeds = [771000, 771010], held-out = true }
+splits.test = { held-out = true, rows = 8, seed-space = [1000000, 2000000], secret = "secrets/test.key" }
+
+[verifier]
+kind = "exact-match"
+''')
+    return root, key
+
+
+def test_served_manifest_is_the_public_one_without_held_out_seeds_or_secrets(tmp_path: Path) -> None:
+    from envhub.bundle import build_bundle
+    from envhub.manifest import dump_manifest
+
+    root, key = _generator_bundle(tmp_path / "gen")
+    with envhub.load(root, trust_code=True) as source:
+        test_seeds = [str(t.seed) for t in source.tasks("test")]
+        old_seeds = [str(t.seed) for t in source.tasks("old")]
+    forbidden = ["771000", "771010", key, "secrets/test.key", *test_seeds, *old_seeds]
+    # Positive control: the file on disk (what serve used to return) gives the old range and
+    # names the secret; the drawn seeds are nowhere but in what is made with the key.
+    on_disk = (root / "envhub.toml").read_text()
+    assert sorted({f for f in forbidden if f in on_disk}) == ["771000", "771010", "secrets/test.key"]
+    built = dump_manifest(build_bundle(root, tmp_path / "dist").manifest)
+
+    s = start_server([str(root), "--trust"], tmp_path / "serve", env={"ENVHUB_SERVE_TOKENS": TOKEN})
+    try:
+        responses = [httpx2.get(f"{s.base_url}{path}") for path in (
+            "/v1/environments", "/v1/environments/acme/gen", "/v1/environments/acme/gen/splits/train/tasks?limit=3",
+            "/v1/environments/acme/gen/splits/test/tasks", "/v1/environments/acme/gen/splits/old/tasks")]
+        assert [r.status_code for r in responses] == [200, 200, 200, 401, 401]
+        detail = responses[1].json()
+        assert detail["manifest"] == built  # exactly what a pull of the built bundle reads
+        assert "seed-space" in detail["manifest"] and "sha256" in detail["manifest"]
+        assert [f for f in forbidden if any(f in r.text for r in responses)] == []
+        # With the token, held-out tasks are served by id and prompt: the id does not name the seed.
+        held = httpx2.get(f"{s.base_url}/v1/environments/acme/gen/splits/test/tasks", headers=_auth())
+        assert [t["id"] for t in held.json()["tasks"]] == [f"test-{i}" for i in range(8)]
+        assert all("seed" not in t and "data" not in t for t in held.json()["tasks"])
+        # Positive control: this generator puts its seed in the prompt, which a token holder sees.
+        assert all(seed in held.text for seed in test_seeds)
+    finally:
+        s.stop()

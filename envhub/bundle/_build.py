@@ -12,7 +12,8 @@ from envhub.bundle._paths import IGNORE_FILE, bundle_files, heldout_seeds_bytes
 from envhub.bundle._validate import validate_bundle
 from envhub.errors import BundleError
 from envhub.manifest import MANIFEST_FILENAME, Manifest, dump_manifest
-from envhub.tasks import read_secret, sealed_seeds_bytes, sealed_seeds_path
+from envhub.problems import Problem
+from envhub.tasks import SecretError, read_secret, sealed_seeds_bytes, sealed_seeds_path
 
 __all__ = ["IGNORE_FILE", "BuiltBundle", "archive_stem", "build_bundle", "bundle_files", "public_manifest"]
 
@@ -49,7 +50,7 @@ def public_manifest(manifest: Manifest, root: Path,
     its tasks: drawn from a secret (``seed-space``), it keeps ``rows`` and ``seed-space``,
     drops ``secret``, and records the sha256 of ``heldout-seeds/<split>.json`` (which holds
     the key); with a public range (``seeds``, the old form), the range moves to that file.
-    Raises :class:`envhub.tasks.SecretError` for an unreadable secret (validation reports it first).
+    Raises :class:`BundleError` for a missing or malformed secret file.
     """
     splits = {}
     sealed: list[tuple[str, bytes]] = []
@@ -58,7 +59,13 @@ def public_manifest(manifest: Manifest, root: Path,
         if split.path is not None and facts is not None and name in facts:
             update = {"rows": facts[name][0], "sha256": facts[name][1]}
         elif split.held_out and split.seed_space is not None and split.secret is not None and split.rows is not None:
-            key = read_secret(root / split.secret)
+            try:
+                key = read_secret(root / split.secret)
+            except SecretError as e:
+                field = f"tasks.splits.{name}.secret"
+                raise BundleError(f"{root / split.secret}: the secret of split {name!r} {e}",
+                                  [Problem("error", "bad-secret", str(e), file=str(root / split.secret), field=field)],
+                                  hint=f"run 'envhub validate {root}'") from None
             data = sealed_seeds_bytes(name, split.rows, split.seed_space, key)
             sealed.append((sealed_seeds_path(name), data))
             kept = {k: v for k, v in split.model_dump(exclude_unset=True).items() if k != "secret"}

@@ -65,6 +65,8 @@ class CompositeEnvironment:
         self.version: str = env.version
         self.score_version: int = env.score_version
         self.max_turns: int = max((c.max_turns for c in self.children.values()), default=1)
+        #: None of its own: each task runs with the tools of the environment it comes from.
+        self.tool_specs: list[dict[str, Any]] = []
         self.policy_model: str | None = None
         self._routes: dict[tuple[str, str], tuple[Environment, Task]] = {}
         self._built: dict[tuple[str, int | None], list[Task]] = {}

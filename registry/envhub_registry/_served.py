@@ -15,7 +15,8 @@ from typing import Any
 
 from envhub._version import __version__ as envhub_version
 from envhub.errors import EnvNotFoundError
-from envhub.manifest._load import MANIFEST_FILENAME
+from envhub.bundle import public_manifest
+from envhub.manifest import dump_manifest
 from envhub.runtime import Environment, Score, StepResult, Task
 from envhub.runtime._types import Observation
 
@@ -35,8 +36,11 @@ class Served:
     def __init__(self, env: Environment) -> None:
         self.env = env
         self.name = env.name
-        path = env.root / MANIFEST_FILENAME
-        self.manifest_text = path.read_text(encoding="utf-8")
+        # The manifest as the built bundle publishes it, never the file on disk: a source
+        # bundle's manifest names held-out seed ranges and secrets (and its comments may say
+        # anything).
+        manifest, _ = public_manifest(env.manifest, env.root)
+        self.manifest_text = dump_manifest(manifest)
         self._orderings: OrderedDict[tuple[str, int | None, int | None], Sequence[Task]] = OrderedDict()
         self._variants: OrderedDict[tuple[str | None, bool], Environment] = OrderedDict()
         self._judges = _has_llm_judge(env.manifest.verifier)
