@@ -8,8 +8,10 @@ Layout::
     tmp/, locks/
 
 A bundle directory appears only complete: the archive is verified against its digest,
-extracted into ``tmp/`` and renamed into place, under a file lock, so concurrent pulls of
-one bundle are safe and a killed pull leaves nothing half-extracted where it is looked for.
+extracted into ``tmp/`` (every file checked against its RECORD), checked to be the
+environment its index entry names, and renamed into place, under a file lock, so concurrent
+pulls of one bundle are safe and a killed or refused pull leaves nothing where it is looked
+for. Held-out directories are 0700 and their files 0600 from the moment they are written.
 """
 
 from __future__ import annotations
@@ -172,6 +174,8 @@ class Cache:
                           "registry": entry.registry, "kind": kind}
                 _write_new(tree / ORIGIN, json.dumps(origin, indent=2, sort_keys=True) + "\n", private=private)
                 final.parent.mkdir(mode=0o700 if private else 0o777, parents=True, exist_ok=True)
+                if private:
+                    final.parent.chmod(0o700)  # also if an earlier envhub made it readable by others
                 os.replace(tree, final)
             finally:
                 shutil.rmtree(tmp, ignore_errors=True)
