@@ -672,3 +672,14 @@ def test_without_namespaces_the_run_says_what_is_missing(tmp_path: Path) -> None
     assert set(result.info["missing"]) >= {"user-namespace", "pid-namespace", "private-filesystem"}
     if "landlock-read-limits" in result.info["isolation"]:
         assert result.reward == 1.0, result.info["tests"]
+
+
+def test_doctor_says_what_the_sandbox_has() -> None:
+    from tests.conftest import run_envhub
+
+    result = run_envhub("doctor", "--json")
+    report = json.loads(result.stdout)["sandbox"]
+    assert report["layers"] == list(probe().layers)
+    assert result.returncode == (1 if report["missing"] else 0)
+    text = run_envhub("doctor")
+    assert text.stdout.splitlines()[0] == f"sandbox layers:  {', '.join(report['layers'])}"

@@ -36,6 +36,7 @@ _COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("envhub.cli.serve:serve", "Serve environments over HTTP, scoring held-out splits on the server."),
     "cache": ("envhub.cli.cache:cache", "List, verify and prune the cache of pulled bundles."),
     "canary": ("envhub.cli.canary:canary", "Print a fresh contamination canary for [environment]."),
+    "doctor": ("envhub.cli.doctor:doctor", "Say what the sandbox can do on this machine, and what it cannot."),
     "secret": ("envhub.cli.secret:secret", "Write a fresh held-out secret (a random 256-bit key) to a file."),
     "schema": ("envhub.cli.schema:schema", "Print the JSON Schema of the manifest."),
     "plugins": ("envhub.cli.plugins:plugins", "List installed plugins and environment packages, and what is broken."),

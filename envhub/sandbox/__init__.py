@@ -7,6 +7,17 @@ and resource limits (``docs/verifiers.md`` lists every guarantee, and what is no
 Guests talk to the caller in JSON lines; values cross as data (:mod:`envhub.sandbox.codec`).
 """
 
-from envhub.sandbox._sandbox import WORKSPACE, Guest, Limits, Outcome, Probe, Sandbox, Session, aprobe, probe
+from envhub.sandbox._sandbox import (
+    WORKSPACE,
+    Guest,
+    Limits,
+    Outcome,
+    Probe,
+    Sandbox,
+    SandboxUnavailableError,
+    Session,
+    aprobe,
+    probe,
+)
 
-__all__ = ["WORKSPACE", "Guest", "Limits", "Outcome", "Probe", "Sandbox", "Session", "aprobe", "probe"]
+__all__ = ["WORKSPACE", "Guest", "Limits", "Outcome", "Probe", "Sandbox", "SandboxUnavailableError", "Session", "aprobe", "probe"]

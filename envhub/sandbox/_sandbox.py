@@ -30,9 +30,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
+from envhub.errors import EnvhubError
 from envhub.sandbox._launcher import EXIT_MEMORY, EXIT_SETUP
 
-__all__ = ["WORKSPACE", "Guest", "Limits", "Outcome", "Probe", "Sandbox", "Session", "aprobe", "probe"]
+__all__ = ["WORKSPACE", "Guest", "Limits", "Outcome", "Probe", "Sandbox", "SandboxUnavailableError", "Session",
+           "aprobe", "probe"]
 
 _LAUNCHER = Path(__file__).with_name("_launcher.py")
 _TAIL_CHARS = 2000
@@ -125,6 +127,10 @@ def _paths() -> tuple[list[str], list[str]]:
     return _PATHS
 
 
+class SandboxUnavailableError(EnvhubError, OSError):
+    """This system has no sandbox for envhub to run untrusted code in (only Linux does)."""
+
+
 class _Kernel:
     """What this process learnt of the kernel: whether it builds the sandbox's namespaces
     (None until the first run tells). A kernel that lets a process unshare but not build the
@@ -155,6 +161,10 @@ class Sandbox:
         source)`` modules run in order in one namespace. The guest sees ``INPUT``, ``CHANNEL``
         (``CHANNEL.report(**fields)``, ``CHANNEL.receive()``) and ``WORKSPACE``. ``workspace``
         (copied in) seeds the workspace; the copy is removed afterwards."""
+        if not sys.platform.startswith("linux"):
+            raise SandboxUnavailableError(
+                f"envhub's sandbox needs Linux (namespaces, Landlock); this is {sys.platform}",
+                hint="score untrusted code on Linux, or run envhub inside a Linux container or VM")
         modules = [("guest.py", guest)] if isinstance(guest, str) else [(str(n), str(src)) for n, src in guest]
         return Session(self, modules, guest_input, workspace)
 
