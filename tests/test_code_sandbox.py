@@ -678,8 +678,8 @@ def test_doctor_says_what_the_sandbox_has() -> None:
     from tests.conftest import run_envhub
 
     result = run_envhub("doctor", "--json")
-    report = json.loads(result.stdout)["sandbox"]
+    report = json.loads(result.out)["sandbox"]
     assert report["layers"] == list(probe().layers)
-    assert result.returncode == (1 if report["missing"] else 0)
+    assert result.code == (1 if report["missing"] else 0)
     text = run_envhub("doctor")
-    assert text.stdout.splitlines()[0] == f"sandbox layers:  {', '.join(report['layers'])}"
+    assert text.out.splitlines()[0] == f"sandbox layers:  {', '.join(report['layers'])}"
