@@ -181,3 +181,114 @@ def test_broken_bundle_writes_nothing(tmp_path: Path, envhub_cli, missing: str) 
     assert result.code == 2
     assert result.err.startswith(f"envhub: error: {root}: cannot build an invalid bundle\n")
     assert not (tmp_path / "out").exists()
+
+
+# --- held-out generator splits drawn from a secret -----------------------------------------------
+
+_GEN = '''
+def make(seed, difficulty):
+    return {"id": f"g-{seed}", "prompt": f"Say {seed} twice, at level {difficulty}.", "answer": f"{seed} {seed}"}
+'''
+
+
+def _secret_bundle(root: Path, key: str = "5e" * 32) -> Path:
+    root.mkdir(parents=True)
+    (root / "gen.py").write_text(_GEN)
+    (root / "secrets").mkdir()
+    (root / "secrets" / "test.key").write_text(key + "\n")
+    (root / "envhub.toml").write_text('''[environment]
+name = "acme/gen"
+version = "1.0.0"
+description = "Say it twice."
+canary = "envhub-canary:0123456789abcdef0123456789abcdef"
+
+[tasks]
+format = "generator"
+generator = "gen:make"
+difficulty-levels = [1, 2, 3]
+splits.train = { seeds = [0, 1000] }
+splits.test = { held-out = true, rows = 6, seed-space = [1000000, 2000000], secret = "secrets/test.key" }
+
+[verifier]
+kind = "exact-match"
+''')
+    return root
+
+
+def test_a_secret_split_publishes_neither_key_nor_seeds(tmp_path: Path) -> None:
+    import envhub
+    from envhub.tasks import heldout_seeds
+
+    key = "5e" * 32
+    root = _secret_bundle(tmp_path / "b", key)
+    seeds = heldout_seeds(bytes.fromhex(key), "test", 6, [1_000_000, 2_000_000])
+    with envhub.load(root, trust_code=True) as source:
+        tasks = source.tasks("test")
+        assert [(t.id, t.seed, t.difficulty) for t in tasks] == [(f"test-{i}", s, [1, 2, 3][i % 3])
+                                                                 for i, s in enumerate(seeds)]
+        assert tasks[0]["id"] == "test-0" and tasks[0]["answer"] == f"{seeds[0]} {seeds[0]}"
+
+    built = build_bundle(root, tmp_path / "out")
+    public = built.public.path.read_bytes()
+    assert sorted(members(built.public.path)) == [".envhub/RECORD", "envhub.toml", "gen.py"]
+    assert key.encode() not in public and not any(str(s).encode() in public for s in seeds)
+    sealed = (f'{{"split": "test", "rows": 6, "seed-space": [1000000, 2000000], "key": "{key}"}}\n').encode()
+    assert built.heldout is not None and sorted(members(built.heldout.path)) == [".envhub/RECORD", "heldout-seeds/test.json"]
+    assert member_bytes(built.heldout.path, "heldout-seeds/test.json") == sealed
+    manifest = tomllib.loads(member_bytes(built.public.path, "envhub.toml").decode())
+    assert manifest["tasks"]["splits"]["test"] == {"held-out": True, "rows": 6, "seed-space": [1000000, 2000000],
+                                                   "sha256": hashlib.sha256(sealed).hexdigest()}
+    # Control: the same archive scan finds the key and the seeds in the held-out archive.
+    private = built.heldout.path.read_bytes()
+    assert key.encode() in private and b"1000000" in private
+
+
+def _pushed_secret_bundle(tmp_path: Path, envhub_cli) -> tuple[Path, list[tuple[str, int]]]:  # type: ignore[no-untyped-def]
+    import envhub
+
+    root = _secret_bundle(tmp_path / "b")
+    with envhub.load(root, trust_code=True) as source:
+        expected = [(t.id, t.seed) for t in source.tasks("test")]
+    assert envhub_cli("push", str(root)).code == 0
+    return root, expected
+
+
+def test_the_runtime_reads_the_key_from_the_held_out_store(tmp_path: Path, envhub_cli) -> None:
+    import envhub
+    from envhub.errors import EnvNotFoundError
+
+    _, expected = _pushed_secret_bundle(tmp_path, envhub_cli)
+    public = envhub.load("acme/gen", trust_code=True)
+    assert public.splits["test"].available is False and public.splits["test"].rows == 6
+    with pytest.raises(EnvNotFoundError, match="split 'test' is held out, and its seeds are not in this copy"):
+        public.tasks("test")
+    full = envhub.load("acme/gen", trust_code=True, with_heldout=True)
+    assert [(t.id, t.seed) for t in full.tasks("test")] == expected
+    assert [t.id for t in full.tasks_by_level("test")[2]] == ["test-1", "test-4"]
+
+
+def test_the_runtime_refuses_a_held_out_seeds_file_of_another_digest(tmp_path: Path, envhub_cli) -> None:
+    import envhub
+    from envhub.errors import BundleError
+
+    _pushed_secret_bundle(tmp_path, envhub_cli)
+    full = envhub.load("acme/gen", trust_code=True, with_heldout=True)
+    assert len(full.tasks("test")) == 6  # control: the file as pulled is read
+    sealed = next(p for p in Path(os.environ["ENVHUB_CACHE"]).rglob("heldout-seeds/test.json"))
+    sealed.chmod(0o600)
+    # Another key in the same shape: the digest no longer matches, and the tasks are refused.
+    sealed.write_text(sealed.read_text().replace('"key": "5e', '"key": "6e'))
+    forged = envhub.load("acme/gen", trust_code=True, with_heldout=True, offline=True)
+    with pytest.raises(BundleError, match="the held-out seeds file does not match the digest the manifest records"):
+        forged.tasks("test")
+
+
+def test_doctests_of_the_held_out_seed_modules() -> None:
+    import doctest
+
+    import envhub.tasks._heldout
+    import envhub.tasks._leaks
+
+    for module in (envhub.tasks._heldout, envhub.tasks._leaks):
+        result = doctest.testmod(module)
+        assert result.attempted > 0 and result.failed == 0, module.__name__

@@ -259,3 +259,173 @@ def test_never_imports_environment_code(tmp_path: Path) -> None:
                        manifest=BASE_MANIFEST.replace('kind = "exact-match"', 'kind = "python"\nentry-point = "acme_code:score"'))
     assert validate_bundle(root).ok
     assert not marker.exists()
+
+
+# --- held-out tasks that public files give away --------------------------------------------------
+
+_HELD = [{"id": "test-0", "prompt": "A train leaves Oslo at 7:40 and travels 310 km; when does it arrive?",
+          "answer": "at twenty past eleven"},
+         {"id": "test-1", "prompt": "How many litres fill a tank 2 m by 3 m by 1.5 m?", "answer": "9000"}]
+_HELD_ROWS = "".join(json.dumps(r) + "\n" for r in _HELD)
+
+
+def _leak_bundle(root: Path, files: dict[str, str | bytes] | None = None, manifest: str = BASE_MANIFEST) -> Path:
+    return make_bundle(root, manifest, {"tasks/test.jsonl": _HELD_ROWS, **(files or {})})
+
+
+def _leaks(root: Path) -> list[str]:
+    return [p.render().replace(str(root), "{b}") for p in validate_bundle(root).problems
+            if p.code in ("heldout-leak", "regenerating-script")]
+
+
+def test_a_clean_bundle_has_no_leak(tmp_path: Path) -> None:
+    root = _leak_bundle(tmp_path / "b", {"README.md": "Trains and tanks; answers are numbers or times.\n"})
+    assert validate_bundle(root).problems == []
+
+
+@pytest.mark.parametrize(("files", "expected"), [
+    ({"README.md": "# Example\n\nA hard one: A train leaves Oslo at 7:40 and travels 310 km; when does it arrive?\n"},
+     ["{b}/README.md:3: error: the held-out prompt of task 'test-0' (split 'test') is in this public file"]),
+    ({"prompts/system.md": "Answer like this: at twenty past eleven\n"},
+     ["{b}/prompts/system.md:1: error: the held-out answer of task 'test-0' (split 'test') is in this public file"]),
+    ({"tasks/train.jsonl": _rows("train", 3) + _HELD_ROWS.splitlines()[1].replace("test-1", "train-9") + "\n"},
+     ["{b}/tasks/train.jsonl:4: error: the held-out prompt of task 'test-1' (split 'test') is in this public file"]),
+    ({"fewshot.py": 'EXAMPLES = ["A train leaves Oslo at 7:40 and travels 310 km; when does it arrive?"]\n'},
+     ["{b}/fewshot.py:1: error: the held-out prompt of task 'test-0' (split 'test') is in this public file"]),
+    ({"data/copy.jsonl": _HELD_ROWS},
+     ["{b}/data/copy.jsonl:1: error: the held-out prompt of task 'test-0' (split 'test') is in this public file",
+      "{b}/data/copy.jsonl:1: error: the held-out answer of task 'test-0' (split 'test') is in this public file",
+      "{b}/data/copy.jsonl:1: error: the held-out row of task 'test-0' (split 'test') is in this public file",
+      "{b}/data/copy.jsonl:2: error: the held-out prompt of task 'test-1' (split 'test') is in this public file",
+      "{b}/data/copy.jsonl:2: error: the held-out row of task 'test-1' (split 'test') is in this public file"]),
+], ids=["prompt-in-readme", "answer-in-prompt-file", "row-in-another-split", "prompt-in-code", "rows-copied"])
+def test_held_out_text_in_a_public_file_is_an_error(tmp_path: Path, envhub_cli, files: dict[str, str],
+                                                   expected: list[str]) -> None:
+    root = _leak_bundle(tmp_path / "b", files)
+    assert [leak.splitlines()[0] for leak in _leaks(root)] == expected
+    result = envhub_cli("validate", str(root))
+    assert result.code == 2
+    assert ("  hint: remove it, or keep the file out of the public build (add it to .envhubignore)" in result.out)
+    # Control: the same file left out of the public build is no leak.
+    (root / ".envhubignore").write_text("\n".join(files) + "\n")
+    if "tasks/train.jsonl" not in files:  # a split's own file cannot be left out
+        assert _leaks(root) == []
+
+
+def test_what_is_not_a_leak(tmp_path: Path) -> None:
+    # A short or numeric answer is not distinctive; an answer is no leak in the agent's state
+    # (finding it is the task); a prompt a public task shares gives nothing away.
+    shared = "Reply with the final number only, please."
+    train = _rows("train", 2) + json.dumps({"id": "train-9", "prompt": shared, "answer": "1"}) + "\n"
+    held = _HELD_ROWS + json.dumps({"id": "test-9", "prompt": shared, "answer": "2"}) + "\n"
+    manifest = BASE_MANIFEST + '\n[state]\nkind = "files"\nsnapshot = "state"\n'
+    root = _leak_bundle(tmp_path / "b", {"tasks/train.jsonl": train, "tasks/test.jsonl": held,
+                                         "README.md": f"Numbers: 9000 and {shared}\n",
+                                         "state/schedule.txt": "The 7:40 from Oslo arrives at twenty past eleven.\n"},
+                        manifest=manifest)
+    assert _leaks(root) == []
+    # Control: the prompt in the state is found (it is not the agent's to see).
+    (root / "state/schedule.txt").write_text(_HELD[0]["prompt"])
+    assert _leaks(root) == [
+        "{b}/state/schedule.txt:1: error: the held-out prompt of task 'test-0' (split 'test') is in this public file\n"
+        "  hint: remove it, or keep the file out of the public build (add it to .envhubignore)"]
+
+
+def test_leaks_are_capped_per_file(tmp_path: Path) -> None:
+    held = "".join(json.dumps({"id": f"test-{i}", "prompt": f"What is the capital of land number {i}?",
+                               "answer": "9"}) + "\n" for i in range(15))
+    root = _leak_bundle(tmp_path / "b", {"tasks/test.jsonl": held, "README.md": held.replace('"id"', '"n"')})
+    leaks = [p for p in validate_bundle(root).problems if p.code == "heldout-leak"]
+    assert len(leaks) == 11 and leaks[-1].message == "... and 5 more like this (15 in all)"
+
+
+def test_a_script_that_could_write_the_held_out_file_warns(tmp_path: Path, envhub_cli) -> None:
+    script = "import random\n\nrng = random.Random(20240601)\nprint(rng.random())\n"
+    writer = 'open("tasks/test.jsonl", "w").write("")\n'
+    root = _leak_bundle(tmp_path / "b", {"generate.py": script, "tools/write.py": writer,
+                                         "tools/fair.py": "import random\n\nrandom.shuffle([1, 2])\n"})
+    hint = ("  hint: keep it out of the public build (add it to .envhubignore), or draw held-out tasks from a secret "
+            "(a generator split with seed-space and secret)")
+    assert _leaks(root) == [
+        "{b}/generate.py: warning: a public script that could make held-out tasks again: it seeds a random "
+        "generator (line 3)\n" + hint,
+        "{b}/tools/write.py: warning: a public script that could make held-out tasks again: it names the held-out "
+        "file tasks/test.jsonl (split 'test')\n" + hint]
+    assert envhub_cli("validate", str(root)).code == 0 and envhub_cli("validate", "--strict", str(root)).code == 1
+    (root / ".envhubignore").write_text("generate.py\ntools/write.py\n")
+    assert _leaks(root) == []
+
+
+# --- held-out generator splits: secrets and public seed ranges ----------------------------------
+
+GENERATOR_MANIFEST = """\
+[environment]
+name = "acme/gen"
+version = "1.0.0"
+description = "Generated."
+canary = "envhub-canary:0123456789abcdef0123456789abcdef"
+
+[tasks]
+format = "generator"
+generator = "gen:make"
+splits.train = { seeds = [0, 1000] }
+splits.test = { held-out = true, rows = 10, seed-space = [1000, 1000000], secret = "secrets/test.key" }
+
+[verifier]
+kind = "exact-match"
+"""
+
+
+def test_a_missing_secret_is_an_error_with_the_command_that_writes_one(tmp_path: Path, envhub_cli) -> None:
+    root = make_bundle(tmp_path / "b", GENERATOR_MANIFEST)
+    before = _snapshot(tmp_path)
+    result = envhub_cli("validate", str(root))
+    assert result.code == 2
+    assert result.out.splitlines()[:2] == [
+        f"{root}/envhub.toml:11:75: error: tasks.splits.test.secret: secret file 'secrets/test.key' not found",
+        f"  hint: create it with 'envhub secret {root}/secrets/test.key' (a random 256-bit key), and keep it out "
+        "of version control if the bundle's source is private"]
+    assert _snapshot(tmp_path) == before
+
+    assert envhub_cli("secret", str(root / "secrets" / "test.key")).code == 0
+    assert (root / "secrets" / "test.key").stat().st_mode & 0o777 == 0o600
+    assert envhub_cli("validate", "--strict", str(root)).code == 0
+    again = envhub_cli("secret", str(root / "secrets" / "test.key"))
+    assert (again.code, again.err) == (2, f"envhub: error: {root}/secrets/test.key already exists; a new key would "
+                                          "make other held-out tasks\n  hint: keep it, or delete it first if no "
+                                          "published version uses it\n")
+
+
+@pytest.mark.parametrize("content", [b"", b"0123\n", b"A" * 64 + b"\n", b"ab" * 32 + b"\n\n", b"\xff" * 64],
+                         ids=["empty", "short", "uppercase", "two-lines", "not-text"])
+def test_a_malformed_secret_is_an_error(tmp_path: Path, content: bytes) -> None:
+    root = make_bundle(tmp_path / "b", GENERATOR_MANIFEST, {"secrets/test.key": content})
+    problems = validate_bundle(root).problems
+    assert [(p.code, p.field, p.message) for p in problems] == [
+        ("bad-secret", "tasks.splits.test.secret",
+         "secret file 'secrets/test.key' does not hold one line of 64 lowercase hex digits (a 256-bit key)")]
+
+
+def test_the_key_in_a_public_file_is_a_leak(tmp_path: Path) -> None:
+    key = "ab" * 32
+    root = make_bundle(tmp_path / "b", GENERATOR_MANIFEST, {"secrets/test.key": key + "\n",
+                                                           "notes.md": f"key: {key}\n"})
+    assert [p.render().replace(str(root), "{b}") for p in validate_bundle(root).problems] == [
+        "{b}/notes.md:1: error: the held-out key (split 'test') is in this public file\n"
+        "  hint: remove it, or keep the file out of the public build (add it to .envhubignore)"]
+
+
+def test_a_held_out_seed_range_warns(tmp_path: Path, envhub_cli) -> None:
+    manifest = GENERATOR_MANIFEST.replace(
+        'splits.test = { held-out = true, rows = 10, seed-space = [1000, 1000000], secret = "secrets/test.key" }',
+        "splits.test = { held-out = true, seeds = [5000, 5010] }")
+    root = make_bundle(tmp_path / "b", manifest)
+    result = envhub_cli("validate", str(root))
+    assert result.code == 0
+    assert result.out.splitlines()[:2] == [
+        f"{root}/envhub.toml:11:1: warning: tasks.splits.test: held-out split 'test' makes its tasks from the seed "
+        "range [5000, 5010]: whoever guesses the range (the public digest of the built bundle confirms a guess) "
+        "makes them again",
+        '  hint: draw them from a secret: replace seeds with seed-space = [lo, hi), rows = N and secret = '
+        "\"secrets/test.key\" (create it with 'envhub secret secrets/test.key')"]
+    assert envhub_cli("validate", "--strict", str(root)).code == 1

@@ -159,27 +159,41 @@ def _heldout_leaks(root: Path, m: Manifest, keys: dict[str, bytes], shown,  # ty
               for rel in bundle_files(root) if rel not in private]
     fields = _answer_fields(m)
     prompt_field = m.tasks.prompt_field
-    # What a public split also has (a prompt shared by every task, a common answer) is not held-out text.
+    # What a public split also has (a prompt shared by every task, a common answer) is not
+    # held-out text, unless a public task is the held-out task itself (same prompt and answers).
     common: set[str] = set()
+    public_tasks: set[tuple[object, ...]] = set()
     for name, split in splits.items():
         if not split.held_out and split.path is not None and (root / split.path).is_file():
             for row, _ in _rows(root / split.path, m.tasks.format, plugins):
                 common.update(t for t in (distinctive(row.get(f)) for f in (prompt_field, *fields)) if t)
+                public_tasks.add(_task_key(row, prompt_field, fields))
     needles: list[Needle] = []
     for path, name in heldout_files.items():
         for row, raw in _rows(root / path, m.tasks.format, plugins):
             task_id = str(row.get(m.tasks.id_field))
+            shared = common if _task_key(row, prompt_field, fields) not in public_tasks else set()
             prompt = distinctive(row.get(prompt_field))
-            if prompt is not None and prompt not in common:
+            if prompt is not None and prompt not in shared:
                 needles.append(Needle(prompt, "prompt", name, task_id))
             for f in fields:
                 answer = distinctive(row.get(f))
-                if answer is not None and answer not in common:
+                if answer is not None and answer not in shared:
                     needles.append(Needle(answer, "answer", name, task_id))
             if raw is not None:
                 needles.append(Needle(raw, "row", name, task_id))
     needles.extend(Needle(key.hex(), "key", name) for name, key in keys.items())
-    return [*find_leaks(public, needles), *regenerating_scripts(public, heldout_files)]
+    # A script can only make a held-out file again if there is one; a generator's held-out
+    # split is checked by its form (a public seed range warns, a secret does not).
+    scripts = regenerating_scripts(public, heldout_files) if heldout_files else []
+    return [*find_leaks(public, needles), *scripts]
+
+
+def _task_key(row: dict[str, Any], prompt_field: str, fields: list[str]) -> tuple[object, ...]:
+    """What makes two rows the same task: the prompt and the answers."""
+    import orjson
+
+    return tuple(orjson.dumps(row.get(f), option=orjson.OPT_SORT_KEYS) for f in (prompt_field, *fields))
 
 
 def _answer_fields(m: Manifest) -> list[str]:
