@@ -683,3 +683,32 @@ def test_doctor_says_what_the_sandbox_has() -> None:
     assert result.code == (1 if report["missing"] else 0)
     text = run_envhub("doctor")
     assert text.out.splitlines()[0] == f"sandbox layers:  {', '.join(report['layers'])}"
+
+
+def test_runs_go_on_when_the_zygote_dies() -> None:
+    from envhub.sandbox import _sandbox
+
+    assert run(ADD, {"calls": [{"call": "add", "args": [1, 1], "expected": 2}]}).reward == 1.0
+    zygote = _sandbox._ZYGOTE._proc
+    assert zygote is not None and zygote.poll() is None
+    zygote.kill()
+    zygote.wait()
+    time.sleep(0.1)  # its reader thread sees the socket close
+    assert run(ADD, {"calls": [{"call": "add", "args": [1, 1], "expected": 2}]}).reward == 1.0
+    assert _sandbox._ZYGOTE._proc is not zygote
+
+
+def test_a_forked_process_gets_its_own_zygote() -> None:
+    assert run(ADD, {"calls": [{"call": "add", "args": [1, 1], "expected": 2}]}).reward == 1.0
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child reports through the pipe
+        try:
+            reward = run(ADD, {"calls": [{"call": "add", "args": [2, 2], "expected": 4}]}).reward
+            os.write(write, str(reward).encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as f:
+        assert f.read() == "1.0"
+    os.waitpid(pid, 0)

@@ -497,9 +497,9 @@ def _lock_in(job: dict[str, Any]) -> tuple[list[str], list[str]]:
     return layers, missing
 
 
-def main() -> None:
-    stdin = sys.stdin.buffer
-    job = json.loads(stdin.readline())
+def run(job: dict[str, Any], stdin: Any, code: list[Any] | None = None) -> None:
+    """Lock in and run the job's guest: its modules, in order, in one namespace (a helper
+    module, then the program). ``code`` holds them compiled already (by the zygote)."""
     layers, missing = _lock_in(job)
     os.environ.clear()
     os.environ.update(job["env"])
@@ -508,16 +508,11 @@ def main() -> None:
     channel.report(event="isolation", layers=layers, missing=missing)
     namespace = {"__name__": "__sandbox_guest__", "INPUT": job["input"], "CHANNEL": channel,
                  "WORKSPACE": os.getcwd()}
-    # The guest's modules, run in order in one namespace (a helper module, then the program).
-    for name, source in job["guest"]:
-        exec(compile(source, name, "exec"), namespace)
+    for module in code or [compile(source, name, "exec") for name, source in job["guest"]]:
+        exec(module, namespace)
 
 
-if __name__ == "__main__":
-    try:
-        main()
-    except MemoryError:
-        os._exit(EXIT_MEMORY)
+def _finish() -> None:
     try:
         sys.stdout.flush()
         sys.stderr.flush()
@@ -525,3 +520,145 @@ if __name__ == "__main__":
         # Skip interpreter teardown: the code under test's __del__ and atexit handlers must
         # not get a last word after the guest has reported.
         os._exit(0)
+
+
+def main() -> None:
+    """One run: the job is the first line of stdin."""
+    stdin = sys.stdin.buffer
+    job = json.loads(stdin.readline())
+    try:
+        run(job, stdin)
+    except MemoryError:
+        os._exit(EXIT_MEMORY)
+    _finish()
+
+
+class _Zygote:
+    """A process that forks launchers, so that a run costs a fork rather than an interpreter
+    start and its imports. The caller sends, on a SOCK_SEQPACKET socket, one message per
+    run: the job as JSON with four descriptors (stdin, stdout, stderr, report); the zygote
+    answers ``{"id": ..., "pid": ...}`` once it forked the launcher, and
+    ``{"pid": ..., "status": ...}`` when that launcher ended (its exit code, or minus the
+    signal that ended it). It compiles each guest once and keeps it for the runs after."""
+
+    _MAX_MESSAGE = 64 * 1024 * 1024
+
+    def __init__(self, sock_fd: int) -> None:
+        import socket
+
+        self.sock = socket.socket(fileno=sock_fd)
+        self.code: dict[str, list[Any]] = {}
+        self.children: set[int] = set()
+
+    def serve(self) -> None:
+        """Answer requests until the caller's end of the socket closes (it exited, however),
+        then kill the runs still going and exit."""
+        import selectors
+        import signal
+
+        wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_w, False)
+        signal.set_wakeup_fd(wake_w)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        self.wake = (wake_r, wake_w)
+        selector = selectors.DefaultSelector()
+        selector.register(self.sock, selectors.EVENT_READ, "request")
+        selector.register(wake_r, selectors.EVENT_READ, "child")
+        while True:
+            for key, _ in selector.select():
+                if key.data == "child":
+                    os.read(wake_r, 4096)
+                    self._reap()
+                elif not self._request():
+                    for pid in self.children:  # the caller is gone: so are its runs
+                        try:
+                            os.killpg(pid, signal.SIGKILL)
+                        except OSError:
+                            pass
+                    os._exit(0)
+
+    def _reap(self) -> None:
+        while self.children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            self.children.discard(pid)
+            self._send({"pid": pid, "status": os.waitstatus_to_exitcode(status)})
+
+    def _send(self, message: dict[str, Any]) -> None:
+        self.sock.send(json.dumps(message).encode())
+
+    def _request(self) -> bool:
+        import socket
+
+        try:
+            data, fds, _, _ = socket.recv_fds(self.sock, self._MAX_MESSAGE, 4)
+        except OSError:
+            return False
+        if not data:
+            return False
+        request = json.loads(data)
+        job = request["job"]
+        key = json.dumps(job["guest"])
+        code = self.code.get(key)
+        if code is None:
+            code = self.code[key] = [compile(source, name, "exec") for name, source in job["guest"]]
+        pid = os.fork()
+        if pid == 0:
+            self._child(job, fds, code)
+        for fd in fds:
+            os.close(fd)
+        self.children.add(pid)
+        self._send({"id": request["id"], "pid": pid})
+        return True
+
+    def _child(self, job: dict[str, Any], fds: list[int], code: list[Any]) -> None:
+        """In the forked launcher: become the process the caller expects, then run the job."""
+        import signal
+
+        try:
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            self.sock.close()
+            for fd in self.wake:
+                os.close(fd)
+            os.setsid()
+            stdin, stdout, stderr, report = fds
+            for fd, target in ((stdin, 0), (stdout, 1), (stderr, 2), (report, 3)):
+                os.dup2(fd, target)
+            for fd in fds:
+                if fd > 3:
+                    os.close(fd)
+            job["report_fd"] = 3
+            sys.stdin = open(0, "r", closefd=False)  # noqa: SIM115 - the process's own descriptors
+            sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
+            sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
+            run(job, sys.stdin.buffer, code)
+        except MemoryError:
+            os._exit(EXIT_MEMORY)
+        except BaseException:  # noqa: BLE001 - the guest's failure, as a plain run shows it
+            import traceback
+
+            traceback.print_exc()
+            sys.stderr.flush()
+            os._exit(1)
+        _finish()
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["zygote"]:
+        # Imported now, once: every run forked from here has them (the guests use them too).
+        import base64  # noqa: F401
+        import ctypes  # noqa: F401
+        import io  # noqa: F401
+        import math  # noqa: F401
+        import resource  # noqa: F401
+        import select  # noqa: F401
+        import socket  # noqa: F401
+        import types  # noqa: F401
+
+        _Zygote(int(sys.argv[2])).serve()
+    main()

@@ -20,10 +20,13 @@ import math
 import os
 import shutil
 import signal
+import socket
 import stat
+import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -141,6 +144,133 @@ class _Kernel:
     refused: str | None = None
 
 
+class _Process:
+    """A launcher the zygote forked: its pid, a pipe to its stdin, and its end."""
+
+    def __init__(self, zygote: _Zygote, loop: asyncio.AbstractEventLoop, pid: int, stdin: asyncio.WriteTransport,
+                 ended: asyncio.Future[int]) -> None:
+        self.zygote = zygote
+        self.loop = loop
+        self.pid = pid
+        self.stdin = stdin
+        self._ended = ended
+        self.returncode: int | None = None
+
+    async def wait(self) -> int:
+        self.returncode = await asyncio.shield(self._ended)
+        return self.returncode
+
+    def kill(self) -> None:
+        """SIGKILL the launcher's whole process group; PID 1 of the sandbox dies with it."""
+        if self._ended.done():
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)
+
+
+class _Zygote:
+    """The caller's side of :class:`._launcher._Zygote`: one per process, started on first use
+    and again if it dies. A thread reads its answers and hands them to the event loop that
+    asked, so it serves every loop (each ``asyncio.run`` of a synchronous score is a new one)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._sock: socket.socket | None = None
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._spawned: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Future[int]]] = {}
+        self._ended: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Future[int]]] = {}
+        self._early: dict[int, int] = {}
+        self._ids = 0
+
+    def _ensure(self) -> socket.socket:
+        if self._sock is not None:
+            return self._sock
+        if self._proc is not None:
+            self._proc.poll()  # reap the one that died
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        try:
+            self._proc = subprocess.Popen(
+                [_interpreter(), "-I", "-S", "-B", str(_LAUNCHER), "zygote", str(theirs.fileno())],
+                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                env={"PATH": os.defpath, "LANG": "C.UTF-8"}, start_new_session=True)
+        finally:
+            theirs.close()
+        self._sock = ours
+        threading.Thread(target=self._read, args=(ours,), name="envhub-sandbox-zygote", daemon=True).start()
+        return ours
+
+    def _read(self, sock: socket.socket) -> None:
+        while True:
+            try:
+                data = sock.recv(65536)
+            except OSError:
+                data = b""
+            if not data:
+                break
+            message = json.loads(data)
+            with self._lock:
+                if "id" in message:
+                    waiter = self._spawned.pop(message["id"], None)
+                    value = message["pid"]
+                else:
+                    waiter = self._ended.pop(message["pid"], None)
+                    value = message["status"]
+                    if waiter is None:
+                        self._early[message["pid"]] = value
+            if waiter is not None:
+                _resolve(waiter, value)
+        with self._lock:  # the zygote died: every run it had is over
+            if self._sock is sock:
+                self._sock = None
+            waiters = [*self._spawned.values(), *self._ended.values()]
+            self._spawned.clear()
+            self._ended.clear()
+        for waiter in waiters:
+            _resolve(waiter, None)
+        sock.close()
+
+    async def spawn(self, job: bytes, fds: tuple[int, int, int, int], stdin_w: int) -> _Process:
+        loop = asyncio.get_running_loop()
+        spawned: asyncio.Future[int] = loop.create_future()
+        with self._lock:
+            sock = self._ensure()
+            self._ids += 1
+            rid = self._ids
+            self._spawned[rid] = (loop, spawned)
+            socket.send_fds(sock, [b'{"id": %d, "job": ' % rid + job + b"}"], list(fds))
+        pid = await spawned
+        if pid is None:
+            raise OSError("the sandbox's zygote process died")
+        ended: asyncio.Future[int] = loop.create_future()
+        with self._lock:
+            if pid in self._early:
+                ended.set_result(self._early.pop(pid))
+            else:
+                self._ended[pid] = (loop, ended)
+        transport, _ = await loop.connect_write_pipe(asyncio.Protocol, os.fdopen(stdin_w, "wb", buffering=0))
+        return _Process(self, loop, pid, transport, ended)  # type: ignore[arg-type]
+
+
+def _resolve(waiter: tuple[asyncio.AbstractEventLoop, asyncio.Future[Any]], value: Any) -> None:
+    loop, future = waiter
+
+    def settle() -> None:
+        if not future.done():
+            if value is None:
+                future.set_exception(OSError("the sandbox's zygote process died"))
+            else:
+                future.set_result(value)
+
+    with contextlib.suppress(RuntimeError):  # a loop closed meanwhile: no one is waiting
+        loop.call_soon_threadsafe(settle)
+
+
+# A process's one helper process, as multiprocessing's forkserver is; a forked child of this
+# process starts its own (the socket and the reading thread are the parent's).
+_ZYGOTE = _Zygote()
+os.register_at_fork(after_in_child=lambda: _ZYGOTE.__init__())  # type: ignore[misc]
+
+
 class Sandbox:
     """Runs guests in sandboxed processes (see the module's docstring).
 
@@ -190,7 +320,7 @@ class Session:
         self.outcome: Outcome | None = None
         self.layers: tuple[str, ...] = ()
         self.missing: tuple[str, ...] = ()
-        self._proc: asyncio.subprocess.Process | None = None
+        self._proc: _Process | None = None
         self._reader: asyncio.StreamReader | None = None
         self._received = 0
         self._killed_by: str | None = None
@@ -217,7 +347,7 @@ class Session:
             _remove_tree(self._root)
             raise
 
-    def _job(self, namespaces: bool, report_fd: int) -> bytes:
+    def _job(self, namespaces: bool, report_fd: int) -> bytes:  # noqa: ARG002 - the zygote places it at 3
         readable, hidden = _paths()
         limits = self.limits
         job = {
@@ -228,7 +358,7 @@ class Session:
             "workspace": WORKSPACE if namespaces else str(self._workdir),
             "readable": readable + list(self.sandbox.readable),
             "hidden": hidden,
-            "report_fd": report_fd,
+            "report_fd": 3,
             "limits": {
                 "memory_bytes": limits.memory_mb * 2**20, "cpu_s": limits.cpu_s,
                 "file_size_bytes": limits.file_size_mb * 2**20, "open_files": limits.open_files,
@@ -239,26 +369,27 @@ class Session:
             "guest": self._guest,
             "input": self._input,
         }
-        return json.dumps(job).encode("utf-8", "surrogatepass") + b"\n"
+        return json.dumps(job).encode("utf-8", "surrogatepass")
 
     async def _start(self, namespaces: bool) -> None:
         loop = asyncio.get_running_loop()
         read_fd, write_fd = os.pipe()
+        stdin_r, stdin_w = os.pipe()
         self._stdout = open(self._root / "stdout", "wb")  # noqa: SIM115 - closed in _finish
         self._stderr = open(self._root / "stderr", "w+b")  # noqa: SIM115
         try:
-            self._proc = await asyncio.create_subprocess_exec(
-                _interpreter(), "-I", "-S", "-B", str(_LAUNCHER),
-                stdin=asyncio.subprocess.PIPE, stdout=self._stdout, stderr=self._stderr,
-                cwd=self._workdir, env={"PATH": os.defpath, "LANG": "C.UTF-8"},
-                pass_fds=(write_fd,), start_new_session=True)
+            self._proc = await _ZYGOTE.spawn(self._job(namespaces, write_fd),
+                                             (stdin_r, self._stdout.fileno(), self._stderr.fileno(), write_fd), stdin_w)
+        except BaseException:
+            os.close(stdin_w)
+            os.close(read_fd)
+            raise
         finally:
             os.close(write_fd)
+            os.close(stdin_r)
         self._reader = asyncio.StreamReader(limit=REPORT_LIMIT)
         protocol = asyncio.StreamReaderProtocol(self._reader)
         self._transport, _ = await loop.connect_read_pipe(lambda: protocol, os.fdopen(read_fd, "rb", buffering=0))
-        assert self._proc.stdin is not None
-        self._proc.stdin.write(self._job(namespaces, write_fd))
         self._isolation_seen = False
         if namespaces and _Kernel.namespaces is None:
             # The first run in this process: learn whether the namespaces work here.
@@ -268,6 +399,7 @@ class Session:
                 if self._proc.returncode == EXIT_SETUP:
                     _Kernel.namespaces = False
                     _Kernel.refused = _tail(self._root / "stderr").strip()
+                    self._proc.stdin.close()
                     self._transport.close()
                     self._stdout.close()
                     self._stderr.close()
@@ -334,14 +466,14 @@ class Session:
 
     def send(self, message: Any) -> None:
         """Write ``message`` as one JSON line to the guest's stdin (dropped once it ended)."""
-        assert self._proc is not None and self._proc.stdin is not None
+        assert self._proc is not None
         if self._proc.stdin.is_closing():
             return
         self._proc.stdin.write(json.dumps(message).encode("utf-8", "surrogatepass") + b"\n")
 
     def close_input(self) -> None:
         """Close the guest's stdin: a guest serving requests sees its end and finishes."""
-        assert self._proc is not None and self._proc.stdin is not None
+        assert self._proc is not None
         if not self._proc.stdin.is_closing():
             self._proc.stdin.close()
 
@@ -361,11 +493,11 @@ class Session:
                 await asyncio.wait_for(proc.wait(), remaining)
             if proc.returncode is None and time.monotonic() >= self._deadline:
                 self._killed_by = "timeout"
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            # The launcher's whole group; PID 1 of the sandbox dies with it, and with PID 1
-            # every process left in the sandbox's PID namespace.
-            os.killpg(proc.pid, signal.SIGKILL)
+        # The launcher's whole group; PID 1 of the sandbox dies with it, and with PID 1 every
+        # process left in the sandbox's PID namespace.
+        proc.kill()
         await proc.wait()
+        proc.stdin.close()
         self._transport.close()
         self._stdout.close()
         self._stderr.close()
