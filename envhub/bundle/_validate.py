@@ -160,19 +160,19 @@ def _heldout_leaks(root: Path, m: Manifest, keys: dict[str, bytes], shown,  # ty
     fields = _answer_fields(m)
     prompt_field = m.tasks.prompt_field
     # What a public split also has (a prompt shared by every task, a common answer) is not
-    # held-out text, unless a public task is the held-out task itself (same prompt and answers).
+    # held-out text, unless a public task is the held-out task itself (the same row but its id).
     common: set[str] = set()
-    public_tasks: set[tuple[object, ...]] = set()
+    public_tasks: set[bytes] = set()
     for name, split in splits.items():
         if not split.held_out and split.path is not None and (root / split.path).is_file():
             for row, _ in _rows(root / split.path, m.tasks.format, plugins):
                 common.update(t for t in (distinctive(row.get(f)) for f in (prompt_field, *fields)) if t)
-                public_tasks.add(_task_key(row, prompt_field, fields))
+                public_tasks.add(_task_key(row, m.tasks.id_field))
     needles: list[Needle] = []
     for path, name in heldout_files.items():
         for row, raw in _rows(root / path, m.tasks.format, plugins):
             task_id = str(row.get(m.tasks.id_field))
-            shared = common if _task_key(row, prompt_field, fields) not in public_tasks else set()
+            shared = common if _task_key(row, m.tasks.id_field) not in public_tasks else set()
             prompt = distinctive(row.get(prompt_field))
             if prompt is not None and prompt not in shared:
                 needles.append(Needle(prompt, "prompt", name, task_id))
@@ -189,11 +189,11 @@ def _heldout_leaks(root: Path, m: Manifest, keys: dict[str, bytes], shown,  # ty
     return [*find_leaks(public, needles), *scripts]
 
 
-def _task_key(row: dict[str, Any], prompt_field: str, fields: list[str]) -> tuple[object, ...]:
-    """What makes two rows the same task: the prompt and the answers."""
+def _task_key(row: dict[str, Any], id_field: str) -> bytes:
+    """What makes two rows the same task: every field but the id."""
     import orjson
 
-    return tuple(orjson.dumps(row.get(f), option=orjson.OPT_SORT_KEYS) for f in (prompt_field, *fields))
+    return orjson.dumps({k: v for k, v in row.items() if k != id_field}, option=orjson.OPT_SORT_KEYS)
 
 
 def _answer_fields(m: Manifest) -> list[str]:
