@@ -100,6 +100,8 @@ class Cache:
         _check_heldout(path, self.path(entry.digest), entry)
         if path.stat().st_mode & 0o077:
             _make_private(path)
+        if path.parent.stat().st_mode & 0o077:
+            path.parent.chmod(0o700)
         return path
 
     def install(self, entry: VersionEntry, digest: str, *, kind: Kind, max_bytes: int,
@@ -137,15 +139,20 @@ class Cache:
             tmp = self.root / "tmp" / os.urandom(16).hex()
             tmp.mkdir(mode=0o700 if private else 0o777)
             try:
-                if local:
-                    archive = Path(local)
-                else:
-                    limit, source = (entry.size, "the index declares") if kind == "bundles" else \
-                        (max_bytes, "ENVHUB_MAX_BUNDLE_BYTES allows")
-                    archive = self._download(opener, tmp / "archive.tar", limit, lambda: IntegrityError(
+                limit, source = (entry.size, "the index declares") if kind == "bundles" else \
+                    (max_bytes, "ENVHUB_MAX_BUNDLE_BYTES allows")
+
+                def too_big() -> IntegrityError:
+                    return IntegrityError(
                         f"{entry.ref} from {entry.registry}: the archive {digest[:19]}... is larger than the "
                         f"{limit} bytes {source}",
-                        hint="the registry's copy is damaged or was tampered with; nothing was cached"))
+                        hint="the registry's copy is damaged or was tampered with; nothing was cached")
+                if local:
+                    archive = Path(local)
+                    if archive.stat().st_size > limit:  # a local copy is held to the same size
+                        raise too_big()
+                else:
+                    archive = self._download(opener, tmp / "archive.tar", limit, too_big)
                 # Hash on a second thread while extracting into tmp/: nothing is renamed into
                 # place, and nothing is trusted, unless the digest matches.
                 tree = tmp / "tree"
@@ -322,6 +329,10 @@ def _check_heldout(tree: Path, public: Path, entry: VersionEntry) -> None:
             problems.append(f"{rel} is not the file of a held-out split")
         elif declared[rel] is not None and digest != f"sha256:{declared[rel]}":
             problems.append(f"{rel} is not the file the manifest records (sha256 {str(declared[rel])[:12]}...)")
+    # Every held-out file the manifest vouches for must be there: an archive holding only some
+    # of them would leave the others to whatever a later pull finds.
+    problems.extend(f"{rel} is missing (the manifest records sha256 {str(sha)[:12]}...)"
+                    for rel, sha in sorted(declared.items()) if sha is not None and rel not in record)
     if not problems and not any(rel in declared for rel in record):
         problems.append("it holds no held-out split's file")
     if problems:

@@ -290,8 +290,11 @@ def test_heldout_index_pointing_at_a_public_archive(registry: Path, cache_dir: P
     _point_heldout_at(registry, public)
     assert run_envhub("pull", f"{NAME}@1.0.0", "--registry", str(registry)).code == 0
     err = refused(registry, cache_dir, "--with-heldout")
+    test_sha = hashlib.sha256(rows("test", 2, answer=SECRET).encode()).hexdigest()
     assert err == _heldout_error(registry, public, "envhub.toml is not the file of a held-out split; "
-                                                   "tasks/train.jsonl is not the file of a held-out split")
+                                                   "tasks/train.jsonl is not the file of a held-out split; "
+                                                   f"tasks/test.jsonl is missing (the manifest records sha256 "
+                                                   f"{test_sha[:12]}...)")
     assert not (cache_dir / "heldout").exists()
     # Positive control: the public bundle itself was pulled, and is what the index names.
     assert (cache_dir / "bundles" / public[7:] / "envhub.toml").is_file()
@@ -310,6 +313,62 @@ def test_heldout_archive_with_a_traversal(registry: Path, cache_dir: Path, heldo
     assert err == extraction_error(digest, ("entry '../../escaped.txt' leaves the extraction directory", NOT_OURS))
     assert not (cache_dir / "heldout").exists() and list((cache_dir / "tmp").iterdir()) == []
     assert not (cache_dir / "escaped.txt").exists() and not (cache_dir.parent / "escaped.txt").exists()
+
+
+def test_heldout_archive_holding_only_some_heldout_splits(registry: Path, cache_dir: Path, heldout_store: Path,
+                                                         tmp_path: Path) -> None:
+    root = write_env(tmp_path / "b", files={"tasks/test2.jsonl": rows("t2", 2, answer="SECOND")})
+    manifest = (root / "envhub.toml").read_text()
+    (root / "envhub.toml").write_text(manifest.replace(
+        "[verifier]", 'splits.test2 = { path = "tasks/test2.jsonl", held-out = true }\n[verifier]'))
+    genuine = str(push(registry, root)["heldout-digest"])
+    test = rows("test", 2, answer=SECRET).encode()
+    partial = archive({"tasks/test.jsonl": test})  # each file genuine, one split left out
+    digest = sha256(partial)
+    blob = heldout_store / "blobs/sha256" / digest[7:9] / digest[7:]
+    blob.parent.mkdir(parents=True, exist_ok=True)
+    blob.write_bytes(partial)
+    _point_heldout_at(registry, digest)
+    assert run_envhub("pull", f"{NAME}@1.0.0", "--registry", str(registry)).code == 0
+    test2_sha = hashlib.sha256(rows("t2", 2, answer="SECOND").encode()).hexdigest()
+    assert refused(registry, cache_dir, "--with-heldout") == _heldout_error(
+        registry, digest, f"tasks/test2.jsonl is missing (the manifest records sha256 {test2_sha[:12]}...)")
+    assert not (cache_dir / "heldout").exists()
+    # Positive control: the genuine archive, holding both splits, is pulled (into a fresh cache:
+    # the cache remembers what the index said).
+    _point_heldout_at(registry, genuine)
+    shutil.rmtree(cache_dir)
+    pulled = run_envhub("pull", f"{NAME}@1.0.0", "--registry", str(registry), "--with-heldout", "--json")
+    assert pulled.code == 0, pulled.err
+    held = Path(json.loads(pulled.out)["heldout-path"])
+    assert "SECOND" in (held / "tasks/test2.jsonl").read_text() and SECRET in (held / "tasks/test.jsonl").read_text()
+
+
+def test_record_far_longer_than_its_entries(registry: Path, cache_dir: Path) -> None:
+    honest = record({"envhub.toml": MANIFEST})
+    padded = honest + b"\n" * (4 << 20)  # blank lines: parsing them once cost ~9 bytes of memory per byte
+    digest = plant(registry, craft([regular("envhub.toml", MANIFEST), regular(RECORD, padded)]))
+    assert refused(registry, cache_dir) == extraction_error(
+        digest, (f"{RECORD} is {len(padded)} bytes, far more than the lines of 1 entries need", NOT_OURS))
+    # Positive control: the same archive with the honest RECORD is pulled.
+    plant(registry, craft([regular("envhub.toml", MANIFEST), regular(RECORD, honest)]))
+    assert run_envhub("pull", f"{NAME}@1.0.0", "--registry", str(registry)).code == 0
+
+
+def test_local_archive_larger_than_the_index_declares(registry: Path, cache_dir: Path) -> None:
+    data = archive({"envhub.toml": MANIFEST, "tasks/train.jsonl": TRAIN * 1000})
+    digest = plant(registry, data)  # a directory registry: the blob is read in place, not streamed
+    path = _entry_path(registry)
+    entry = json.loads(path.read_text())
+    entry["size"] = 1024
+    path.write_text(json.dumps(entry))
+    assert refused(registry, cache_dir) == (
+        f"envhub: error: acme/arith@1.0.0 from {registry}: the archive {digest[:19]}... is larger than the 1024 bytes "
+        "the index declares\n  hint: the registry's copy is damaged or was tampered with; nothing was cached\n")
+    # Positive control: the true size is accepted.
+    entry["size"] = len(data)
+    path.write_text(json.dumps(entry))
+    assert run_envhub("pull", f"{NAME}@1.0.0", "--registry", str(registry)).code == 0
 
 
 # --- held-out splits in the cache are private ---------------------------------------------------
@@ -332,8 +391,10 @@ def test_heldout_cache_entries_are_private(registry: Path, cache_dir: Path, tmp_
     # An entry an earlier envhub left world-readable is made private at the next pull.
     for p in [heldout, *heldout.rglob("*")]:
         p.chmod(0o755 if p.is_dir() else 0o644)
+    (cache_dir / "heldout").chmod(0o755)
     assert run_envhub("pull", NAME, "--registry", str(registry), "--with-heldout").code == 0
     assert _modes(heldout) == {("dir", 0o700), ("file", 0o600)}
+    assert stat.S_IMODE((cache_dir / "heldout").stat().st_mode) == 0o700
 
 
 # --- index entries that are not what the spec says -----------------------------------------------

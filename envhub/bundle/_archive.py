@@ -32,6 +32,7 @@ RECORD = ".envhub/RECORD"
 FIXED_MTIME = 315532800  # 1980-01-01T00:00:00Z, as in zip; 0 confuses some tools
 _COPY_BUFFER = 1024 * 1024
 _MAX_MEMBERS = 1_000_000
+_RECORD_SLACK = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -214,6 +215,15 @@ def _read_at(raw: BinaryIO, offset: int, size: int) -> bytes:
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 
 
+def _record_line_length(member: tarfile.TarInfo) -> int:
+    """The bytes of ``member``'s RECORD line as :func:`write_archive` writes it, newline included.
+
+    >>> _record_line_length(tarfile.TarInfo("a.txt"))  # size 0
+    80
+    """
+    return len(member.name.encode()) + len(",sha256:") + 64 + len(f",{member.size}") + 1
+
+
 def _makedirs(root: Path, relative: str, mode: int) -> None:
     """Create ``root/relative`` and the directories on the way, each with ``mode``."""
     path = root
@@ -278,6 +288,13 @@ def extract_archive(archive: Path, dest: Path, *, max_bytes: int, display: str |
             if record_member is None:
                 raise fail(f"the archive has no {RECORD}: it ends early or was not made by 'envhub build'",
                            "pull it again")
+            # One line per other entry: a RECORD far longer than those lines (gigabytes of blank
+            # lines, say) is refused before it is read, not parsed into memory. The slack keeps
+            # the precise complaint of parse_record for RECORDs that are merely malformed.
+            most = 2 * sum(_record_line_length(m) for m in files if m is not record_member) + _RECORD_SLACK
+            if record_member.size > most:
+                raise fail(f"{RECORD} is {record_member.size} bytes, far more than the lines of "
+                           f"{len(files) - 1} entries need", not_ours)
             try:
                 record_text = _read_at(raw, record_member.offset_data, record_member.size).decode("utf-8")
                 listed = parse_record(record_text)
