@@ -75,9 +75,8 @@ def test_the_reward_cannot_read_the_servers_heldout_files(served: tuple[Server, 
     assert _reward(server, "def probe():\n    return False") == 0.0
     # The held-out file, by every path a candidate might try, and the server's home: all
     # there on the host, none in the sandbox.
-    paths = [p for p in (heldout, Path("/proc/1/root") / heldout.relative_to("/"), home) if p.exists()]
-    assert heldout in paths and len(paths) >= 2
-    for path in paths:
+    assert heldout.exists() and home.exists()
+    for path in (heldout, home, Path("/proc/1/root") / heldout.relative_to("/")):
         assert _reward(server, f"import os\ndef probe():\n    return os.path.exists({str(path)!r})") == 0.0
         assert _reward(server, f"import os\ndef probe():\n    return not os.path.exists({str(path)!r})") == 1.0
     guess = f"def probe():\n    return {ANSWER!r} in open({str(heldout)!r}).read()"
