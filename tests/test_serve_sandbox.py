@@ -68,7 +68,7 @@ def _reward(server: Server, body: str) -> float:
 def test_the_reward_cannot_read_the_servers_heldout_files(served: tuple[Server, Path]) -> None:
     server, bundle = served
     heldout = bundle / "tasks" / "test.jsonl"
-    home = Path(server.log).parent / "home"
+    home = Path(server.log).parent  # the server's working files: its log, its home
     # Positive control: the reward carries one bit of whatever the candidate can see.
     assert _reward(server, "def probe():\n    return True") == 1.0
     assert _reward(server, "import os\ndef probe():\n    return os.path.isdir('/usr/bin')") == 1.0
