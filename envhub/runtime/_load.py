@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from envhub._packages import find_installed
-from envhub.errors import BundleError, EnvhubError, InvalidIdError, TrustError, UsageError
-from envhub.manifest import load_manifest
-from envhub.manifest._load import MANIFEST_FILENAME
-from envhub.manifest._models import Manifest
-from envhub.runtime._code import CodeSpace, code_entry_points, trusted_namespaces
-from envhub.runtime._environment import Environment
-from envhub.settings import Settings, load_settings
+# Only this, until the bundle is known not to shadow modules (see _shadow): everything else is
+# imported inside the functions, after the check.
+from envhub.runtime._shadow import refuse_shadowing
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from envhub.manifest._models import Manifest
     from envhub.plugins import PluginManager
+    from envhub.runtime._environment import Environment
+    from envhub.settings import Settings
 
 __all__ = ["load"]
 
@@ -55,14 +54,30 @@ def load(ref_or_path: str | os.PathLike[str], *, trust_code: bool = False, regis
     :class:`envhub.runtime._remote.RemoteEnvironment` whose episodes run on that
     ``envhub serve`` server (the trust and registry arguments do not apply).
     """
+    text = os.fspath(ref_or_path)
+    local = os.path.expanduser(text)
+    is_path = not text.startswith(("http://", "https://")) and (
+        isinstance(ref_or_path, os.PathLike) or os.path.exists(local) or text.startswith((".", "/", "~")))
+    if is_path and not trust_code:
+        # Before anything else is imported: with the bundle on sys.path, an import below (or
+        # anywhere later) could run one of its files.
+        manifest_named = os.path.basename(local) == "envhub.toml" and os.path.isfile(local)  # MANIFEST_FILENAME
+        refuse_shadowing(os.path.dirname(local) or os.curdir if manifest_named else local)
+    from pathlib import Path
+
+    from envhub._packages import find_installed
+    from envhub.errors import InvalidIdError, UsageError
+    from envhub.manifest import load_manifest
+    from envhub.manifest._load import MANIFEST_FILENAME
+    from envhub.settings import load_settings
+
     settings = settings or load_settings()
     if isinstance(ref_or_path, str) and ref_or_path.startswith(("http://", "https://")):
         from envhub.runtime._remote import load_remote
 
         return load_remote(ref_or_path, settings=settings)  # type: ignore[return-value]  # duck-compatible
-    text = os.fspath(ref_or_path)
-    path = Path(text).expanduser()
-    if isinstance(ref_or_path, os.PathLike) or path.exists() or text.startswith((".", "/", "~")):
+    path = Path(local)
+    if is_path:
         root = path.parent if path.name == MANIFEST_FILENAME and path.is_file() else path
         if not root.is_dir():
             raise UsageError(f"{text}: no such bundle directory",
@@ -125,6 +140,10 @@ def _environment(manifest: Manifest, root: Path, settings: Settings, *, trust_co
                  heldout_root: Path | None = None, digest: str | None = None, source: str | None = None,
                  locator: str | None = None, with_heldout: bool = False, offline: bool = False,
                  plugins: PluginManager | None = None) -> Environment:
+    from envhub.errors import BundleError, EnvhubError, TrustError
+    from envhub.runtime._code import CodeSpace, code_entry_points
+    from envhub.runtime._environment import Environment
+
     if manifest.tasks.format == "mixture":
         from envhub.runtime._composite import CompositeEnvironment
 
@@ -132,6 +151,8 @@ def _environment(manifest: Manifest, root: Path, settings: Settings, *, trust_co
                              plugins=plugins)
         return CompositeEnvironment(manifest, root, children, digest=digest, source=source,  # type: ignore[return-value]
                                     locator=locator)
+    if not trust_code:  # a pulled or installed bundle, or a composite's child, may be on sys.path too
+        refuse_shadowing(root)
     name = manifest.environment.name
     needs_code = code_entry_points(manifest)
     trusted = trust_code or (bool(needs_code) and _namespace_trusted(name, settings))
@@ -159,6 +180,7 @@ def _children(manifest: Manifest, settings: Settings, *, trust_code: bool, with_
     """The environments a composite mixes: the project lock's versions if it has them,
     else the newest versions that fit ``[dependencies]`` (resolved together)."""
     from envhub.hub import fetch
+    from envhub.manifest import load_manifest
     from envhub.project._project import RegistryIndex, find_project, locked_entry, locked_for, registry_urls
     from envhub.project._resolver import Requirement, _specifier, resolve
 
@@ -190,6 +212,7 @@ def _children(manifest: Manifest, settings: Settings, *, trust_code: bool, with_
 
 def _namespace_trusted(name: str, settings: Settings) -> bool:
     from envhub.registry._config import _read_toml
+    from envhub.runtime._code import trusted_namespaces
 
     config = _read_toml(settings.config_file)
     return name.split("/")[0] in trusted_namespaces(config, settings.config_file)

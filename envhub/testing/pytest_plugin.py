@@ -15,6 +15,12 @@ Trust
     in envhub's config). Without trust they fail, with the message saying how to trust:
     a CI job that forgot the option must not pass on checks that never ran.
 
+    A bundle named by ``--envhub``/``envhub_bundles`` (or by its ``envhub.toml`` as a test
+    path) is collected by :class:`EnvhubBundleDirectory`, not as a test directory: pytest
+    imports none of its files (no ``conftest.py``, no package ``__init__.py``, no test
+    modules), and a pytest configuration file inside it is refused. A directory named as a
+    test path is pytest's as always: its tests and ``conftest.py`` run.
+
 Fixtures
     ``envhub_env`` (the environment under test, loaded from ``envhub_bundle_path``) and
     ``envhub_registry`` (a temporary directory registry, :class:`envhub.testing.TemporaryRegistry`,
@@ -39,7 +45,7 @@ if TYPE_CHECKING:
     from envhub.runtime import Environment
     from envhub.testing import Conformance, TemporaryRegistry
 
-__all__ = ["EnvhubCheckItem", "EnvhubManifestFile", "EnvhubWarning"]
+__all__ = ["EnvhubBundleDirectory", "EnvhubCheckItem", "EnvhubManifestFile", "EnvhubWarning"]
 
 MANIFEST = "envhub.toml"
 
@@ -52,6 +58,9 @@ class EnvhubWarning(UserWarning):
 @dataclass(frozen=True)
 class _Options:
     manifests: tuple[Path, ...]  # resolved envhub.toml of --envhub and envhub_bundles
+    #: Of those, the ones outside every directory named as a test path: pytest collects
+    #: them with EnvhubBundleDirectory and imports none of their files.
+    closed: frozenset[Path]
     collect: bool
     trust: bool
     limit: int | None
@@ -113,10 +122,77 @@ def pytest_configure(config: pytest.Config) -> None:
     cli_limit = config.getoption("envhub_check_limit")
     limit = (_limit(cli_limit, "--envhub-check-limit") if cli_limit is not None
              else _limit(config.getini("envhub_check_limit"), "envhub_check_limit"))
-    options = _Options(tuple(dict.fromkeys(manifests)), bool(config.getini("envhub_collect")),
+    manifests = list(dict.fromkeys(manifests))
+    # Directories the user named as test paths (not pytest's default ones: testpaths or the
+    # working directory) are collected as pytest does, conftest.py and all.
+    named_dirs = [path.resolve() for path in named if path.is_dir()] \
+        if config.args_source == pytest.Config.ArgsSource.ARGS else []
+    # Nor is a bundle pytest runs inside of.
+    inside = [m for m in manifests if invocation.resolve().is_relative_to(m.parent)]
+    closed = frozenset(m for m in manifests if m not in inside and not any(m.is_relative_to(d) for d in named_dirs))
+    options = _Options(tuple(manifests), closed, bool(config.getini("envhub_collect")),
                        bool(config.getoption("envhub_trust") or config.getini("envhub_trust")), limit)
     config.stash[_OPTIONS] = options
     _add_collection_args(config, options.manifests)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    """Refuse what would make pytest run a bundle's files before the plugin can stop it:
+    a pytest configuration file inside a bundle to check, and (without trust) the
+    ``conftest.py`` beside an ``envhub.toml`` named as a test path. A bundle that pytest is
+    run inside of is pytest's to run, as always.
+
+    pytest picks its configuration from the test paths before it knows plugin options: in
+    ``--envhub PATH`` it takes PATH for a test path, and may read PATH's pytest.ini,
+    pyproject.toml, tox.ini or setup.cfg, whose settings (``addopts``, ...) would then apply.
+    And it imports the ``conftest.py`` files of the test paths right after this hook.
+    """
+    invocation = early_config.invocation_params.dir.resolve()
+    namespace = early_config.known_args_namespace
+    named = [(f"--envhub {p}", p) for p in getattr(namespace, "envhub_paths", None) or []]
+    named += [(str(a), str(a).split("::")[0]) for a in namespace.file_or_dir or []
+              if Path(str(a).split("::")[0]).name == MANIFEST]
+    trusted = bool(getattr(namespace, "envhub_trust", False) or early_config.getini("envhub_trust"))
+    inipath = early_config.inipath
+    for source, given in named:
+        path = invocation / given
+        bundle = (path.parent if path.name == MANIFEST and path.is_file() else path).resolve()
+        if invocation.is_relative_to(bundle):
+            continue
+        hint = f"name the bundle with --envhub={_display_path(bundle, invocation)} (with '=')"
+        if inipath is not None and inipath.resolve().is_relative_to(bundle):
+            raise pytest.UsageError(
+                f"{source}: pytest took its configuration from {_display_path(inipath, invocation)}, a file of the "
+                f"bundle to check, so the bundle's settings would apply\n  hint: {hint}, or give pytest your own "
+                "configuration with -c FILE")
+        conftest = bundle / "conftest.py"
+        if path.name == MANIFEST and conftest.is_file() and not trusted:
+            raise pytest.UsageError(
+                f"{source}: pytest would import {_display_path(conftest, invocation)}, the bundle's code, and it is "
+                f"not trusted (pytest imports the conftest.py beside every test path)\n  hint: {hint}: then no "
+                "file of the bundle is imported; or pass --envhub-trust if you trust the bundle's code")
+
+
+def _display_path(path: Path, start: Path) -> str:
+    try:
+        return Path(os.path.relpath(path, start)).as_posix()
+    except ValueError:  # another drive
+        return str(path)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collect_directory(path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    """A bundle to check, outside the directories named as test paths, is collected as an
+    :class:`EnvhubBundleDirectory`: pytest's own collectors would import its conftest.py
+    and, for a package, its ``__init__.py``."""
+    if (path / MANIFEST).resolve() not in parent.config.stash[_OPTIONS].closed:
+        return None
+    rootpath = parent.config.rootpath
+    if path.is_relative_to(rootpath):
+        return EnvhubBundleDirectory.from_parent(parent, path=path)
+    nodeid = os.path.relpath(path, rootpath).replace(os.sep, "/")
+    return EnvhubBundleDirectory.from_parent(parent, path=path, nodeid=nodeid)
 
 
 def _add_collection_args(config: pytest.Config, manifests: tuple[Path, ...]) -> None:
@@ -171,7 +247,35 @@ def _conformance(root: Path, config: pytest.Config) -> Conformance:
     return conformance
 
 
-class EnvhubManifestFile(pytest.File):
+class _BundleHooks:
+    """Hooks of a closed bundle's nodes come from the ``conftest.py`` files above the bundle:
+    pytest asks the node's own directory, whose conftest.py is never imported."""
+
+    path: Path
+    session: pytest.Session
+    config: pytest.Config
+
+    @property
+    def ihook(self) -> Any:
+        bundle = self.path if self.path.is_dir() else self.path.parent
+        if (bundle / MANIFEST).resolve() in self.config.stash[_OPTIONS].closed:
+            return self.session.gethookproxy(bundle.parent)
+        return self.session.gethookproxy(self.path)
+
+
+class EnvhubBundleDirectory(_BundleHooks, pytest.File):  # type: ignore[misc]
+    """A bundle's directory, holding nothing for pytest but its ``envhub.toml``.
+
+    Not a :class:`pytest.Directory` on purpose: pytest imports the ``conftest.py`` of every
+    Directory it collects (and a Package's ``__init__.py``), and a bundle being checked must
+    not run. (:class:`pytest.File` gives it a node id from its path; it is a directory.)
+    """
+
+    def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
+        yield from self.ihook.pytest_collect_file(file_path=self.path / MANIFEST, parent=self)
+
+
+class EnvhubManifestFile(_BundleHooks, pytest.File):  # type: ignore[misc]
     """An ``envhub.toml``: it holds one bundle, named by its environment."""
 
     def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
@@ -180,7 +284,7 @@ class EnvhubManifestFile(pytest.File):
                                        conformance=conformance)
 
 
-class EnvhubBundle(pytest.Collector):
+class EnvhubBundle(_BundleHooks, pytest.Collector):  # type: ignore[misc]
     """One bundle: its conformance tests, run in :data:`envhub.testing.CHECKS` order and
     sharing what they compute (validation, the self-test, the build)."""
 
@@ -200,7 +304,7 @@ class EnvhubBundle(pytest.Collector):
         self.conformance.close()
 
 
-class EnvhubCheckItem(pytest.Item):
+class EnvhubCheckItem(_BundleHooks, pytest.Item):  # type: ignore[misc]
     """One conformance check of one bundle."""
 
     parent: EnvhubBundle
