@@ -712,3 +712,34 @@ def test_a_forked_process_gets_its_own_zygote() -> None:
     with os.fdopen(read) as f:
         assert f.read() == "1.0"
     os.waitpid(pid, 0)
+
+
+def _in_memory(pid: int, marker: bytes) -> int:
+    """How many times ``marker`` is in the memory of process ``pid``."""
+    found = 0
+    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
+        for line in maps:
+            start, end = (int(x, 16) for x in line.split()[0].split("-"))
+            try:
+                mem.seek(start)
+                found += mem.read(end - start).count(marker)
+            except (OSError, ValueError, OverflowError):
+                pass  # [vvar], [vsyscall]
+    return found
+
+
+def test_the_zygote_never_holds_what_a_run_was_given() -> None:
+    # Runs are forked from one zygote: what a run was given (its tests, a candidate) must never
+    # be in the zygote's memory, which every later run inherits.
+    from envhub.sandbox import _sandbox
+
+    secret = f"marker-{uuid.uuid4().hex}"
+    assert run(ADD, f"assert add(1, 1) == 2, {secret!r}\n").reward == 1.0
+    run(ADD + f"# {secret}\n", {"calls": [{"call": "add", "args": [1, 1], "expected": secret}]})
+    zygote = _sandbox._ZYGOTE._proc
+    assert zygote is not None
+    assert _in_memory(zygote.pid, secret.encode()) == 0
+    # Positive control: what the zygote is given (a guest's own source) is found there.
+    shown = f"marker-{uuid.uuid4().hex}"
+    asyncio.run(Sandbox(Limits(timeout_s=10)).run(f"CHANNEL.report(seen={shown!r})", None))
+    assert _in_memory(zygote.pid, shown.encode()) > 0

@@ -1,9 +1,11 @@
 """The program every sandboxed run starts with: ``python -I -S -B _launcher.py`` (stdlib only).
 
 It must not import envhub: it runs in an isolated interpreter (``-I -S``: no site-packages,
-no environment variables, no script directory on ``sys.path``). It reads one JSON line, the
-job, from stdin, locks itself in, and runs the job's *guest* program (Python source) in the
-locked-in process. The rest of stdin belongs to the guest; the guest reports JSON lines on
+no environment variables, no script directory on ``sys.path``). It takes a job (how to lock
+in, and the *guest* program, Python source), locks itself in, reads the guest's input (one
+JSON line on stdin) and runs the guest in the locked-in process. Runs are forked from a
+zygote (:class:`_Zygote`) that receives jobs, never inputs: what one run was given is never
+in the memory a later run inherits. The rest of stdin belongs to the guest; the guest reports JSON lines on
 the inherited descriptor ``job["report_fd"]``, never on stdout, which the code under test owns.
 
 Lock-in, in this order (:mod:`envhub.sandbox` documents each guarantee):
@@ -506,7 +508,10 @@ def run(job: dict[str, Any], stdin: Any, code: list[Any] | None = None) -> None:
     os.chdir(job["workspace"] if "private-filesystem" in layers else job["workdir"])
     channel = _Channel(job["report_fd"], stdin)
     channel.report(event="isolation", layers=layers, missing=missing)
-    namespace = {"__name__": "__sandbox_guest__", "INPUT": job["input"], "CHANNEL": channel,
+    # The guest's input (the code under test, a task's tests) comes on stdin, to this locked-in
+    # process only: never through the zygote, whose memory every later run inherits.
+    guest_input = channel.receive()
+    namespace = {"__name__": "__sandbox_guest__", "INPUT": guest_input, "CHANNEL": channel,
                  "WORKSPACE": os.getcwd()}
     for module in code or [compile(source, name, "exec") for name, source in job["guest"]]:
         exec(module, namespace)
@@ -523,7 +528,7 @@ def _finish() -> None:
 
 
 def main() -> None:
-    """One run: the job is the first line of stdin."""
+    """One run: the job is the first line of stdin, the guest's input the second."""
     stdin = sys.stdin.buffer
     job = json.loads(stdin.readline())
     try:

@@ -367,7 +367,6 @@ class Session:
             "env": {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": WORKSPACE if namespaces else str(self._workdir),
                     "TMPDIR": "/tmp" if namespaces else str(self._workdir), "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"},
             "guest": self._guest,
-            "input": self._input,
         }
         return json.dumps(job).encode("utf-8", "surrogatepass")
 
@@ -387,6 +386,9 @@ class Session:
         finally:
             os.close(write_fd)
             os.close(stdin_r)
+        # The input goes to the run alone, on its stdin, not through the zygote (whose memory
+        # later runs inherit): the first line the locked-in guest reads.
+        self._proc.stdin.write(json.dumps(self._input).encode("utf-8", "surrogatepass") + b"\n")
         self._reader = asyncio.StreamReader(limit=REPORT_LIMIT)
         protocol = asyncio.StreamReaderProtocol(self._reader)
         self._transport, _ = await loop.connect_read_pipe(lambda: protocol, os.fdopen(read_fd, "rb", buffering=0))
