@@ -347,7 +347,9 @@ class Session:
             _remove_tree(self._root)
             raise
 
-    def _job(self, namespaces: bool, report_fd: int) -> bytes:  # noqa: ARG002 - the zygote places it at 3
+    def _job(self, namespaces: bool) -> bytes:
+        """The job the zygote forks a launcher for: how to lock in and the guest's code, never
+        the guest's input (see :meth:`_start`)."""
         readable, hidden = _paths()
         limits = self.limits
         job = {
@@ -358,7 +360,7 @@ class Session:
             "workspace": WORKSPACE if namespaces else str(self._workdir),
             "readable": readable + list(self.sandbox.readable),
             "hidden": hidden,
-            "report_fd": 3,
+            "report_fd": 3,  # where the zygote's fork puts the report descriptor
             "limits": {
                 "memory_bytes": limits.memory_mb * 2**20, "cpu_s": limits.cpu_s,
                 "file_size_bytes": limits.file_size_mb * 2**20, "open_files": limits.open_files,
@@ -377,7 +379,7 @@ class Session:
         self._stdout = open(self._root / "stdout", "wb")  # noqa: SIM115 - closed in _finish
         self._stderr = open(self._root / "stderr", "w+b")  # noqa: SIM115
         try:
-            self._proc = await _ZYGOTE.spawn(self._job(namespaces, write_fd),
+            self._proc = await _ZYGOTE.spawn(self._job(namespaces),
                                              (stdin_r, self._stdout.fileno(), self._stderr.fileno(), write_fd), stdin_w)
         except BaseException:
             os.close(stdin_w)
