@@ -4,11 +4,16 @@ Each :class:`Problem` is one function to write: its signature, what it must do, 
 example calls (their results are computed from the reference solution by ``generate.py``,
 so a prompt can never disagree with its solution), the reference solution, and the tests.
 
-Tests are Python source run by envhub's ``code-tests`` verifier against the candidate:
+Tests are written as Python, the way envhub's ``code-tests`` verifier reads test code:
 every top-level ``assert`` is one test, and so is every top-level ``def test_...()``
 (used here for "must raise" cases). Each problem has at least five tests, covering the
 plain case, the edges the prompt names (empty input, negatives, ties) and at least one
 case a careless solution gets wrong.
+
+``generate.py`` turns the tests of a problem into data (code-tests' ``calls``) when every
+one of them is ``assert NAME(literals) == literal`` (or ``is True``, ``is False``, ``is
+None``); so write a test that way, with literals rather than expressions (``100_000``, not
+``10**5``), whenever it can be. The rest stay Python test code.
 """
 
 from __future__ import annotations
@@ -138,7 +143,7 @@ assert sum_of_digits(0) == 0
 assert sum_of_digits(7) == 7
 assert sum_of_digits(1234) == 10
 assert sum_of_digits(-905) == 14
-assert sum_of_digits(10**20) == 1
+assert sum_of_digits(100_000_000_000_000_000_000) == 1
 assert sum_of_digits(999999) == 54
 ''',
     ),
