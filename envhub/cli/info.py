@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from envhub.cli._common import json_option, offline_option, registry_option
+
+if TYPE_CHECKING:
+    from envhub.manifest import Manifest
 
 
 @click.command()
@@ -88,4 +92,17 @@ def info(target: str, registry: str | None, offline: bool, as_json: bool) -> Non
     click.echo("  splits:")
     for s in splits:
         held = "  held-out" if s.held_out else ""
+        if s.held_out and not _keyed_split_here(m, s.name, Path(path)):
+            held += ", not in this copy (its key is in the held-out store)"
         click.echo(f"    {s.name:<10} {s.rows if s.rows is not None else '?':>8} tasks{held}")
+
+
+def _keyed_split_here(m: Manifest, name: str, root: Path) -> bool:
+    """False for a split drawn from a secret whose key this copy lacks (neither the source's
+    key file nor the held-out seeds file): it is declared, and cannot be played from here."""
+    from envhub.tasks import sealed_seeds_path
+
+    split = m.tasks.splits[name]
+    if split.seed_space is None:
+        return True
+    return (split.secret is not None and (root / split.secret).is_file()) or (root / sealed_seeds_path(name)).is_file()
