@@ -215,6 +215,21 @@ class Cache:
         tmp.write_text(json.dumps(entry.to_json(), indent=2, sort_keys=True) + "\n")
         os.replace(tmp, path)
 
+    def learn_yank(self, entry: VersionEntry, current: list[VersionEntry]) -> VersionEntry:
+        """``entry`` (remembered earlier) with the yank status ``current`` (what its registry's
+        index lists for its name now) gives its version, remembered from now on. A cached exact
+        pin is served without resolving, so this is how its yank (or an unyank) reaches the
+        cache; the rest of the entry stays as it was pulled (versions are immutable)."""
+        from dataclasses import replace
+
+        for now in current:
+            if now.parsed_version == entry.parsed_version:
+                if (now.yanked, now.yank_reason) != (entry.yanked, entry.yank_reason):
+                    entry = replace(entry, yanked=now.yanked, yank_reason=now.yank_reason)
+                    self.remember(entry)
+                break
+        return entry
+
     def remembered(self, registry: str, name: str) -> list[VersionEntry]:
         namespace, _, short = name.partition("/")
         directory = self.root / "refs" / _registry_key(registry) / namespace / short

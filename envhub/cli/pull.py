@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from envhub.cli._common import json_option, offline_option, registry_option
+
+if TYPE_CHECKING:
+    from envhub.hub import PullResult
+    from envhub.settings import Settings
+
+__all__ = ["pull"]
 
 
 @click.command()
@@ -28,8 +36,11 @@ def pull(ref: str, registry: str | None, with_heldout: bool, out_dir: Path | Non
     from envhub.hub import pull as do_pull
 
     settings, config, url = registry_context(registry)
+    offline = offline or settings.offline
     result = do_pull(ref, url, settings, with_heldout=with_heldout, heldout_url=config.heldout_url(),
-                     offline=offline or settings.offline)
+                     offline=offline)
+    if result.cached and not offline:  # a cached exact pin was served without reading the index
+        result = _with_current_yank(result, ref, url, settings)
     if result.warning:
         click.echo(f"envhub: warning: {result.warning}", err=True)
     where = materialize(result, out_dir) if out_dir else result.path
@@ -42,3 +53,26 @@ def pull(ref: str, registry: str | None, with_heldout: bool, out_dir: Path | Non
     if not result.cached:
         click.echo(f"Pulled {result.entry.ref} ({result.entry.digest})", err=True)
     click.echo(str(where))
+
+
+def _with_current_yank(result: PullResult, ref: str, url: str, settings: Settings) -> PullResult:
+    """``result`` of a warm pull, with the yank status the registry gives its version now.
+
+    A cached exact pin is served without reading the index; a yank made since (here or on
+    another machine) must still reach the cache and the user. An unreachable registry is
+    no error here: the bytes in the cache are verified, so they are served as they are."""
+    from envhub.cache import Cache
+    from envhub.errors import EnvNotFoundError, RegistryError
+    from envhub.ids import parse_ref
+    from envhub.registry import open_registry
+    from envhub.registry._base import select_version
+
+    parsed = parse_ref(ref)
+    if parsed.pinned is None:  # a range was resolved against the index just now
+        return result
+    try:
+        current = open_registry(url, settings).versions(result.entry.name)
+    except (RegistryError, EnvNotFoundError):
+        return result
+    entry = Cache(settings.cache).learn_yank(result.entry, current)
+    return replace(result, entry=entry, warning=select_version([entry], parsed)[1])
