@@ -149,13 +149,41 @@ def test_a_reply_that_is_not_a_completion(openai_server) -> None:
                                  'completion: {"object": "list", "data": []}')
 
 
-def test_connection_refused_is_retried_then_reported() -> None:
+def _free_port() -> int:
     with socket.socket() as sock:  # a port nobody listens on
         sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    chat = ChatClient(f"http://127.0.0.1:{port}/v1", max_retries=2, backoff_base_s=0.001)
+        return int(sock.getsockname()[1])
+
+
+def test_an_endpoint_never_reached_fails_at_once() -> None:
+    port = _free_port()
+    chat = ChatClient(f"http://127.0.0.1:{port}/v1", max_retries=5, backoff_base_s=10)  # a retry would take 10 s
+    started = time.perf_counter()
     with pytest.raises(PolicyError) as exc:
         complete(chat)
+    assert time.perf_counter() - started < 5
+    assert exc.value.message.startswith(
+        f"POST http://127.0.0.1:{port}/v1/chat/completions failed: cannot connect to http://127.0.0.1:{port}/v1: ")
+    assert exc.value.hint == ("check the base URL (--base-url, OPENAI_BASE_URL) and that the server is running "
+                              "and reachable")
+
+
+def test_connection_refused_after_the_endpoint_answered_is_retried_then_reported() -> None:
+    from tests.openai_server import OpenAIServer
+
+    port = _free_port()
+    chat = ChatClient(f"http://127.0.0.1:{port}/v1", max_retries=2, backoff_base_s=0.001)
+
+    async def twice():  # type: ignore[no-untyped-def]
+        with OpenAIServer(lambda request: "4", port=port):
+            await chat.complete(model="m-1", messages=USER)
+        try:
+            return await chat.complete(model="m-1", messages=USER)  # the server has gone
+        finally:
+            await chat.aclose()
+
+    with pytest.raises(PolicyError) as exc:
+        asyncio.run(twice())
     assert exc.value.message.startswith(
         f"POST http://127.0.0.1:{port}/v1/chat/completions failed after 3 attempts: ConnectError: ")
     assert exc.value.hint is not None and exc.value.hint.startswith("check the base URL")

@@ -3,6 +3,8 @@
 One request per :meth:`ChatClient.complete`, retried with exponential backoff and jitter on
 408, 409, 429, 5xx, timeouts and connection errors, honouring ``Retry-After``. 400, 401, 403
 and 404 are answered at once with a :class:`~envhub.errors.PolicyError` that says what to check.
+So is a connection that cannot be made before the endpoint has ever answered this client: a
+wrong URL or a server that is not running fails in a moment, not after minutes of retries.
 
 Built on httpx2 (the httpx-compatible client huggingface_hub already installs), not on the
 ``openai`` package: the request is one JSON POST, and retries must be ours to count and record.
@@ -99,6 +101,9 @@ class ChatClient:
         self._in_flight: list[int] = [0] * len(self._pools)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sync: httpx2.Client | None = None
+        #: Whether the endpoint has answered (any status) since this client was made: until
+        #: it has, a refused connection is a wrong URL or a server that is not up, not a blip.
+        self._answered = False
 
     def __repr__(self) -> str:  # never the key
         return f"ChatClient({self.base_url!r})"
@@ -133,6 +138,7 @@ class ChatClient:
             except httpx2.TransportError as e:
                 failure: httpx2.Response | httpx2.TransportError = e
             else:
+                self._answered = True
                 if response.status_code == 200:
                     return self._result(response, start, attempt)
                 failure = response
@@ -160,6 +166,7 @@ class ChatClient:
             except httpx2.TransportError as e:
                 failure: httpx2.Response | httpx2.TransportError = e
             else:
+                self._answered = True
                 if response.status_code == 200:
                     return self._result(response, start, attempt)
                 failure = response
@@ -214,6 +221,8 @@ class ChatClient:
         """Seconds to wait before the next attempt, or None when there is none to make."""
         if attempt > self.max_retries:
             return None
+        if isinstance(failure, httpx2.ConnectError) and not self._answered:
+            return None  # never reached: retrying a wrong URL or a stopped server only delays the error
         if isinstance(failure, httpx2.Response):
             if failure.status_code not in _RETRY_STATUSES and failure.status_code < 500:
                 return None
@@ -225,6 +234,11 @@ class ChatClient:
 
     def _error(self, failure: httpx2.Response | httpx2.TransportError, attempts: int) -> PolicyError:
         tries = f" after {attempts} attempts" if attempts > 1 else ""
+        if isinstance(failure, httpx2.ConnectError) and not self._answered:
+            return PolicyError(
+                f"POST {self.url} failed: cannot connect to {self.base_url}: {failure or 'no detail'}",
+                hint="check the base URL (--base-url, OPENAI_BASE_URL) and that the server is running and reachable",
+            )
         if isinstance(failure, httpx2.TransportError):
             kind = "timed out" if isinstance(failure, httpx2.TimeoutException) else "failed"
             return PolicyError(
