@@ -8,6 +8,7 @@ boundary: known errors become a message on stderr and an exit code
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import sys
@@ -60,6 +61,7 @@ class _LazyGroup(click.Group):
             return None
         module, _, attr = _COMMANDS[name][0].partition(":")
         command: click.Command = getattr(importlib.import_module(module), attr)
+        _accept_verbosity(command)
         self.add_command(command, name)
         return command
 
@@ -89,17 +91,37 @@ def cli(ctx: click.Context, verbose: int, quiet: int) -> None:
 
     Exit codes: 0 ok, 1 a check failed, 2 invalid usage or input, 3 internal error.
     """
-    ctx.obj = {"verbosity": verbose - quiet}
+    ctx.ensure_object(dict)["verbosity"] = verbose - quiet
+
+
+def _accept_verbosity(command: click.Command) -> None:
+    """Let ``-v``/``-q`` follow the subcommand too (``envhub validate -q``), counting with
+    any given before it; subcommands of a group (``envhub cache list -q``) included."""
+    names = {opt for param in command.params for opt in getattr(param, "opts", ())}
+    for flags, sign, text in ((("-v", "--verbose"), 1, "More output; repeat for more."),
+                              (("-q", "--quiet"), -1, "Less output; repeat for less.")):
+        if names.isdisjoint(flags):
+            command.params.append(click.Option(list(flags), count=True, expose_value=False, help=text,
+                                               callback=functools.partial(_add_verbosity, sign)))
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            _accept_verbosity(sub)
+
+
+def _add_verbosity(sign: int, ctx: click.Context, param: click.Parameter, count: int) -> None:
+    obj = ctx.find_root().ensure_object(dict)
+    obj["verbosity"] = obj.get("verbosity", 0) + sign * count
 
 
 def main(argv: Sequence[str] | None = None) -> NoReturn:
     """Run the CLI and exit with its code; the one place errors become exit codes."""
     from envhub.errors import EnvhubError, ExitCode
 
+    args = list(argv) if argv is not None else sys.argv[1:]
+    as_json = "--json" in (args[:args.index("--")] if "--" in args else args)
     try:
         # Without standalone mode click returns ctx.exit()'s code instead of exiting.
-        returned = cli.main(args=list(argv) if argv is not None else None, prog_name="envhub",
-                            standalone_mode=False)
+        returned = cli.main(args=args, prog_name="envhub", standalone_mode=False, obj={"argv": args})
         code: int = returned if isinstance(returned, int) else ExitCode.OK
     except click.exceptions.Exit as e:
         code = e.exit_code
@@ -107,14 +129,21 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         click.echo("Aborted.", err=True)
         code = ExitCode.INTERRUPTED
     except click.ClickException as e:
-        e.show()
+        if as_json:
+            _print_json_error("UsageError", e.format_message(), None, ExitCode.USAGE_ERROR)
+        else:
+            e.show()
         code = ExitCode.USAGE_ERROR
     except EnvhubError as e:
         if os.environ.get("ENVHUB_DEBUG") == "1":
             import traceback
 
             traceback.print_exc()
-        _print_error(e)
+        if as_json:
+            _print_json_error(type(e).__name__, e.message, e.hint, e.exit_code,
+                              [p.to_dict() for p in getattr(e, "problems", [])])
+        else:
+            _print_error(e)
         code = e.exit_code
     except KeyboardInterrupt:
         click.echo("Interrupted.", err=True)
@@ -128,8 +157,12 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
             import traceback
 
             traceback.print_exc()
-        click.echo(f"envhub: internal error: {type(e).__name__}: {e}", err=True)
-        click.echo("  hint: rerun with ENVHUB_DEBUG=1 for a traceback, and report it", err=True)
+        hint = "rerun with ENVHUB_DEBUG=1 for a traceback, and report it"
+        if as_json:
+            _print_json_error("InternalError", f"{type(e).__name__}: {e}", hint, ExitCode.INTERNAL_ERROR)
+        else:
+            click.echo(f"envhub: internal error: {type(e).__name__}: {e}", err=True)
+            click.echo(f"  hint: {hint}", err=True)
         code = ExitCode.INTERNAL_ERROR
     sys.exit(code)
 
@@ -138,3 +171,14 @@ def _print_error(e: Exception) -> None:
     from envhub.cli._output import error_text
 
     click.echo(error_text(e), err=True)
+
+
+def _print_json_error(kind: str, message: str, hint: str | None, exit_code: int,
+                      problems: list[dict[str, object]] | None = None) -> None:
+    """With ``--json``, an error is data too: one JSON object on stderr (docs/cli.md)."""
+    import json
+
+    error: dict[str, object] = {"kind": kind, "message": message, "hint": hint, "exit_code": int(exit_code)}
+    if problems:
+        error["problems"] = problems
+    click.echo(json.dumps({"error": error}, indent=2), err=True)

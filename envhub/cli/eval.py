@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 import sys
 from datetime import datetime, timezone
@@ -11,7 +12,9 @@ from typing import Any
 import click
 
 from envhub.cli._common import json_option, offline_option, registry_option
-from envhub.errors import ExitCode, UsageError
+from envhub.errors import EnvhubError, ExitCode, UsageError
+
+__all__ = ["eval_", "trust_option"]
 
 
 def trust_option(f: Any) -> Any:
@@ -91,7 +94,7 @@ def eval_(ctx: click.Context, target: str, split: str, policy_spec: str, limit: 
             # Refused before the run, not once per rollout: a served held-out split has no references here.
             env.reference_actions(tasks[0])
         provenance = {**env.provenance(), "policy": policy.name, "split": split}
-        out = output or _default_output(env.name, env.version, split, policy.name)
+        out = output or _new_default_output(env.name, env.version, split, policy.name)
         plan = RolloutPlan(env, policy, timeout_s=timeout_s or env.manifest.config.timeout_s,
                            concurrency=concurrency, provenance=provenance)
         run: EvalRun | CurriculumRun
@@ -106,7 +109,11 @@ def eval_(ctx: click.Context, target: str, split: str, policy_spec: str, limit: 
             todo = run.prepare()
             remaining, skipped = len(todo), len(run.jobs) - len(todo)
             play = functools.partial(run.run, todo)
-        errors_this_run = asyncio.run(_run_with_progress(play, policy, remaining, show=_progress_wanted(as_json)))
+        failures: list[str] = []
+        try:
+            asyncio.run(_run_with_progress(play, policy, remaining, failures, show=_progress_wanted(as_json)))
+        except KeyboardInterrupt:
+            raise _Interrupted(out, _resume_command((ctx.find_root().obj or {}).get("argv"), out)) from None
     finally:
         env.close()
 
@@ -122,10 +129,11 @@ def eval_(ctx: click.Context, target: str, split: str, policy_spec: str, limit: 
         emit_json(summary)
     else:
         _print_summary(summary, summary_path)
-    if remaining and errors_this_run == remaining:
+    if remaining and len(failures) == remaining:
         from envhub.cli._output import message
 
-        message(f"envhub: every rollout of this run failed; see the 'error' field in {out}")
+        message(f"envhub: every rollout of this run failed ({remaining}); the first error:\n  {failures[0]}\n"
+                f"  (every record's 'error' field is in {out})")
         ctx.exit(ExitCode.CHECK_FAILED)
 
 
@@ -145,18 +153,17 @@ def _curriculum(env: Any, split: str, seed: int | None, limit: int | None, succe
     return Curriculum(env, split, spec, seed=seed, total=total, success_threshold=success_threshold)
 
 
-async def _run_with_progress(play: Any, policy: Any, remaining: int, *, show: bool) -> int:
-    """Run (``play(on_record)``), with a progress bar on stderr when wanted; returns the
-    number of failed rollouts."""
-    errors = 0
+async def _run_with_progress(play: Any, policy: Any, remaining: int, failures: list[str], *, show: bool) -> None:
+    """Run (``play(on_record)``), with a progress bar on stderr when wanted; appends the
+    error of each failed rollout to ``failures``, in the order they finished."""
     try:
         if not show:
             def count(record: dict[str, Any]) -> None:
-                nonlocal errors
-                errors += record.get("error") is not None
+                if record.get("error") is not None:
+                    failures.append(str(record["error"]))
 
             await play(count)
-            return errors
+            return
         from rich.console import Console
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -168,14 +175,14 @@ async def _run_with_progress(play: Any, policy: Any, remaining: int, *, show: bo
             bar = progress.add_task("rollouts", total=remaining, mean="-")
 
             def advance(record: dict[str, Any]) -> None:
-                nonlocal errors, total_reward, done
-                errors += record.get("error") is not None
+                nonlocal total_reward, done
+                if record.get("error") is not None:
+                    failures.append(str(record["error"]))
                 total_reward += float(record["reward"])
                 done += 1
                 progress.update(bar, advance=1, mean=f"{total_reward / done:.3f}")
 
             await play(advance)
-        return errors
     finally:
         await policy.aclose()
 
@@ -186,10 +193,49 @@ def _progress_wanted(as_json: bool) -> bool:
     return not as_json and not os.environ.get("CI") and sys.stderr.isatty()
 
 
-def _default_output(name: str, version: str, split: str, policy: str) -> Path:
+def _new_default_output(name: str, version: str, split: str, policy: str) -> Path:
+    """A new, empty records file under ``./envhub-runs/``, created here so that no other run
+    (another ``eval`` started in the same second) can take its name: the first free one of
+    ``SPLIT.POLICY.STAMP.jsonl``, ``SPLIT.POLICY.STAMP-2.jsonl``, ... An existing file is
+    never reused."""
+    import os
+
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", policy)
-    return Path("envhub-runs") / f"{name.replace('/', '--')}-{version}" / f"{split}.{safe}.{stamp}.jsonl"
+    directory = Path("envhub-runs") / f"{name.replace('/', '--')}-{version}"
+    directory.mkdir(parents=True, exist_ok=True)
+    for n in itertools.count(1):
+        path = directory / f"{split}.{safe}.{stamp}{f'-{n}' if n > 1 else ''}.jsonl"
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        except FileExistsError:
+            continue
+        return path
+    raise AssertionError("unreachable")  # itertools.count never ends
+
+
+class _Interrupted(EnvhubError):
+    """Ctrl-C during a run: what was recorded stays, and the message says how to go on."""
+
+    exit_code = ExitCode.INTERRUPTED
+
+    def __init__(self, out: Path, command: str) -> None:
+        super().__init__(f"interrupted; the rollouts that finished are in {out}",
+                         hint=f"resume the run with: {command}")
+
+
+def _resume_command(argv: list[str] | None, out: Path) -> str:
+    """The command line that resumes this run: the one given, writing to ``out``, with
+    ``--resume``."""
+    import shlex
+
+    args = list(argv) if argv is not None else sys.argv[1:]
+    given = {a.split("=", 1)[0] for a in args}
+    if not given & {"-o", "--output"} and not any(a.startswith("-o") and len(a) > 2 for a in args):
+        args += ["-o", str(out)]
+    if "--resume" not in given:
+        args.append("--resume")
+    return shlex.join(["envhub", *args])
 
 
 def _print_summary(summary: dict[str, Any], summary_path: Path) -> None:
