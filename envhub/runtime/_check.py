@@ -111,6 +111,11 @@ def self_test(env: Environment, *, splits: Iterable[str] | None = None, limit: i
     def problem(code: str, message: str, hint: str) -> None:
         result.problems.append(Problem("error", code, message, file=manifest_file, field="verifier", hint=hint))
 
+    # (reward, error with the task's id blanked) -> (task, error) of each task whose reference
+    # failed so: one cause (a judge with no endpoint, a missing key) is reported once, with
+    # its count, not once per task.
+    failed: dict[tuple[float, str], list[tuple[str, str]]] = {}
+
     for name in names:
         # A generator split may hold a billion seeds: check a sample of its first tasks.
         cap = limit if limit is not None or not env.splits[name].generated else GENERATED_CHECK_LIMIT
@@ -123,9 +128,10 @@ def self_test(env: Environment, *, splits: Iterable[str] | None = None, limit: i
                 reward, error = _play(env, task, reference)
                 again, _ = _play(env, task, reference)
                 result.episodes += 2
-                if reward != 1.0:
-                    because = f" ({error})" if error else ""
-                    problem("check-reference", f"{where}: the reference scores {reward:g}, not 1.0{because}",
+                if reward != 1.0 and error:
+                    failed.setdefault((reward, error.replace(task.id, "\0")), []).append((where, error))
+                elif reward != 1.0:
+                    problem("check-reference", f"{where}: the reference scores {reward:g}, not 1.0",
                             "fix the task's reference answer or the verifier")
                 if again != reward:
                     problem("check-deterministic", f"{where}: scoring the same answer twice gave {reward:g} then "
@@ -138,9 +144,20 @@ def self_test(env: Environment, *, splits: Iterable[str] | None = None, limit: i
             if not reset_checked:
                 result.problems.extend(_check_reset(env, task, manifest_file))
                 reset_checked = True
+    for (reward, _), failures in failed.items():
+        where = [w for w, _ in failures]
+        tasks = where[0] if len(where) == 1 else f"{len(where)} tasks ({_first_few(where)})"
+        problem("check-reference", f"{tasks}: the reference scores {reward:g}, not 1.0 ({failures[0][1]})",
+                "fix the task's reference answer or the verifier")
     if result.tasks and not result.with_reference:
         result.problems.append(Problem(
             "warning", "check-no-reference", "no task has a reference answer, so the verifier was not checked "
             "against a correct one", file=manifest_file, field="tasks",
             hint="give tasks the verifier's answer field, a 'solution' (code tests) or a 'reference'"))
     return result
+
+
+def _first_few(names: list[str], shown: int = 3) -> str:
+    """``a, b, c and 4 more``: which tasks, without a line as long as the split."""
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return ", ".join(names[:shown]) + more
