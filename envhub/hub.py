@@ -6,13 +6,16 @@ import shutil
 import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from envhub.cache import ORIGIN, Cache
-from envhub.errors import EnvNotFoundError, UsageError
+from envhub.errors import EnvNotFoundError, UsageError, VersionConflictError
 from envhub.ids import EnvRef, parse_ref
 from envhub.registry._base import PublishResult, Registry, VersionEntry, select_version
 from envhub.settings import Settings
+
+if TYPE_CHECKING:
+    from envhub.bundle import BuiltBundle
 
 __all__ = ["PullResult", "PushResult", "fetch", "materialize", "pull", "push"]
 
@@ -32,6 +35,7 @@ def push(path: Path, registry: Registry, *, heldout_url: str | None) -> PushResu
 
     with tempfile.TemporaryDirectory(prefix="envhub-push-") as out:
         bundle = build_bundle(path, out)
+        _check_path_dependencies(bundle, registry, out)
         store = None
         if bundle.heldout is not None:
             store = registry.heldout_store()
@@ -46,6 +50,33 @@ def push(path: Path, registry: Registry, *, heldout_url: str | None) -> PushResu
         if store is not None:  # then the store's note, from the public entry (a re-push repairs it)
             store.record(result.entry)
     return PushResult(result, store.where(bundle.name) if store is not None else None)
+
+
+def _check_path_dependencies(bundle: BuiltBundle, registry: Registry, out: str) -> None:
+    """The public manifest pins each path dependency to its directory's version, so that
+    version must be in ``registry`` already, with the directory's content (else the bundle
+    was checked with something nobody can pull). Raises EnvNotFoundError or
+    VersionConflictError saying which to push first."""
+    from packaging.version import Version
+
+    from envhub.bundle import build_bundle
+
+    for name, dependency in sorted(bundle.path_dependencies.items()):
+        try:
+            published = [e for e in registry.versions(name) if e.parsed_version == Version(dependency.version)]
+        except EnvNotFoundError:
+            published = []
+        if not published:
+            raise EnvNotFoundError(f"{bundle.name} {bundle.version} depends on {name}=={dependency.version} "
+                                   f"(path {dependency.path!r}), which is not in {registry.url}",
+                                   hint=f"push it to this registry first: envhub push {dependency.root}")
+        local = build_bundle(dependency.root, Path(out) / "path-dependencies" / name).public.digest
+        if local != published[0].digest:
+            raise VersionConflictError(
+                f"{bundle.name} {bundle.version} was checked with {name} {dependency.version} from "
+                f"{dependency.root}, whose content differs from {name} {dependency.version} in {registry.url}",
+                hint=f"bump the version in {dependency.root / 'envhub.toml'} and push it, or restore the content "
+                     "published under that version")
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,10 @@
-"""example_envs/math-and-shop: a composite of arith-word-problems and shop-db, mixed from a
-real (temporary) registry. The splits follow their weights, each task runs with its own
-environment's harness, verifier and state, records carry the child's provenance, the
-held-out split stays held out, and the bundle validates, passes the pytest plugin and
-round-trips through push, pull and eval once its children are published."""
+"""example_envs/math-and-shop: a composite of arith-word-problems and shop-db, read from their
+directories beside it (path dependencies) or, once published, from a real (temporary)
+registry at the versions it pins. The splits follow their weights, each task runs with its
+own environment's harness, verifier and state, records carry the child's provenance, the
+held-out split stays held out where it is not held, and the bundle validates and passes the
+pytest plugin with nothing published, and round-trips through push, pull and eval once its
+children are published."""
 
 from __future__ import annotations
 
@@ -54,8 +56,8 @@ def test_dev_alternates_the_children_and_each_task_runs_in_its_own_environment(c
         arith, shop = tasks[0], tasks[1]
         assert env.task_provenance(shop) == {
             "env": SHOP, "version": "1.0.1", "digest": children[SHOP], "score_version": 1,
-            "source": env.children[SHOP].source, "locator": env.children[SHOP].locator,
-            "split": "dev", "task_id": "shop-dev-001"}
+            "source": f"{SHOP} 1.0.1 at {EXAMPLES / 'shop-db'}", "split": "dev", "task_id": "shop-dev-001"}
+        # Read from its directory, the same content as published: the same digest.
         assert env.task_provenance(arith)["digest"] == children[ARITH]
 
         # arith: one turn, no tools, the numeric verifier.
@@ -89,12 +91,19 @@ def test_train_mixes_two_arithmetic_problems_to_each_database_question(children:
         assert [source(t.id) for t in shuffled] == [source(t.id) for t in tasks]  # the same interleaving
 
 
-def test_the_test_split_is_held_out_and_built_from_the_childrens_held_out_splits(children: dict[str, str]) -> None:
+def test_the_test_split_is_held_out_and_built_from_the_childrens_held_out_splits(children: dict[str, str],
+                                                                                 envhub_cli: Cli) -> None:
+    # From the children's directories, their held-out files are at hand (as in any bundle directory).
     with envhub.load(MIX, trust_code=True) as env:
+        assert env.splits["test"].held_out and env.splits["test"].available
+        assert [source(t.id) for t in env.tasks("test")] == [ARITH, SHOP] * 12
+    # Published, the children's held-out splits stay in the held-out store unless asked for.
+    assert envhub_cli("push", str(MIX)).code == 0
+    with envhub.load("envhub-examples/math-and-shop", trust_code=True) as env:
         assert env.splits["test"].held_out and not env.splits["test"].available
         with pytest.raises(EnvNotFoundError, match="held out"):
             env.tasks("test")
-    with envhub.load(MIX, trust_code=True, with_heldout=True) as env:
+    with envhub.load("envhub-examples/math-and-shop", trust_code=True, with_heldout=True) as env:
         tasks = env.tasks("test")
         assert [source(t.id) for t in tasks] == [ARITH, SHOP] * 12
         assert {t.id.split(":")[1] for t in tasks} == {"test"}
@@ -106,11 +115,16 @@ def test_the_test_split_is_held_out_and_built_from_the_childrens_held_out_splits
         assert result.reward == 1.0
 
 
-def test_validate_check_needs_the_children_published(envhub_cli: Cli) -> None:
+def test_validate_check_needs_nothing_published_and_push_needs_the_children_first(envhub_cli: Cli) -> None:
     result = envhub_cli("validate", "--strict", "--check", "--trust", str(MIX))
-    assert result.code == 1  # statically valid; the --check failed
-    assert ("error: cannot load the environment for --check: no set of versions satisfies every requirement:\n"
-            f"  {ARITH} is not in the embedded registry") in result.out + result.err
+    assert result.code == 0, result.out + result.err
+    pushed = envhub_cli("push", str(MIX))
+    assert pushed.code == 2
+    version = envhub.load(EXAMPLES / "arith-word-problems", trust_code=True).version
+    assert pushed.err.splitlines()[-2:] == [
+        f"envhub: error: envhub-examples/math-and-shop 1.0.0 depends on {ARITH}=={version} (path '../arith-word-problems'), "
+        f"which is not in {(Path(os.environ['ENVHUB_HOME']) / 'registry').as_uri()}",
+        f"  hint: push it to this registry first: envhub push {EXAMPLES / 'arith-word-problems'}"]
 
 
 def test_validate_check_the_pytest_plugin_and_a_push_pull_eval_round_trip(children: dict[str, str], envhub_cli: Cli,

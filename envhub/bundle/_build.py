@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from envhub.bundle._archive import ArchiveInfo, write_archive
@@ -12,6 +12,7 @@ from envhub.bundle._paths import IGNORE_FILE, bundle_files, heldout_seeds_bytes
 from envhub.bundle._validate import validate_bundle
 from envhub.errors import BundleError
 from envhub.manifest import MANIFEST_FILENAME, Manifest, dump_manifest
+from envhub.manifest._local import LocalDependency, local_dependencies
 from envhub.problems import Problem
 from envhub.tasks import SecretError, read_secret, sealed_seeds_bytes, sealed_seeds_path
 
@@ -26,6 +27,9 @@ class BuiltBundle:
     manifest: Manifest
     public: ArchiveInfo
     heldout: ArchiveInfo | None
+    #: The path dependencies the public manifest pins (``==`` their directory's version), by
+    #: name: they must be published before this bundle is (``envhub push`` checks it).
+    path_dependencies: Mapping[str, LocalDependency] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -50,7 +54,10 @@ def public_manifest(manifest: Manifest, root: Path,
     its tasks: drawn from a secret (``seed-space``), it keeps ``rows`` and ``seed-space``,
     drops ``secret``, and records the sha256 of ``heldout-seeds/<split>.json`` (which holds
     the key); with a public range (``seeds``, the old form), the range moves to that file.
-    Raises :class:`BundleError` for a missing or malformed secret file.
+    A path dependency loses its path and is pinned to its directory's version,
+    ``"acme/x" = "==1.0.1"``: the version the bundle was checked with, and a specifier that
+    every envhub reads. Raises :class:`BundleError` for a missing or malformed secret file,
+    or an unsound path dependency.
     """
     splits = {}
     sealed: list[tuple[str, bytes]] = []
@@ -79,7 +86,11 @@ def public_manifest(manifest: Manifest, root: Path,
             split = type(split)(**kept, rows=split.seeds[1] - split.seeds[0], sha256=hashlib.sha256(data).hexdigest())
         splits[name] = split.model_copy(update=update)
     tasks = manifest.tasks.model_copy(update={"splits": splits})
-    return manifest.model_copy(update={"tasks": tasks}), sealed
+    update: dict[str, object] = {"tasks": tasks}
+    if manifest.dependency_paths():  # else the manifest is written as it was, byte for byte
+        pins = {name: f"=={dependency.version}" for name, dependency in local_dependencies(manifest, root).items()}
+        update["dependencies"] = {**manifest.dependencies, **pins}
+    return manifest.model_copy(update=update), sealed
 
 
 def build_bundle(root: str | Path, out_dir: str | Path) -> BuiltBundle:
@@ -114,4 +125,5 @@ def build_bundle(root: str | Path, out_dir: str | Path) -> BuiltBundle:
     stem = archive_stem(manifest.environment.name, manifest.environment.version)
     public = write_archive(out / f"{stem}.tar", public_files)
     heldout = write_archive(out / f"{stem}.heldout.tar", heldout_files) if heldout_files else None
-    return BuiltBundle(published, public, heldout)
+    pinned = local_dependencies(manifest, root) if manifest.dependency_paths() else {}
+    return BuiltBundle(published, public, heldout, pinned)

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from envhub.bundle._paths import bundle_files, escaping_symlinks, resolve_inside
 from envhub.manifest import MANIFEST_FILENAME, Manifest, Split, parse_manifest
+from envhub.manifest._local import local_dependency_problems
 from envhub.manifest._locate import locate
 from envhub.manifest._models import CodeTests, ExactMatch, JsonMatch, LlmJudge, Numeric, RegexMatch, Rubric
 from envhub.problems import Problem, Report
@@ -113,6 +114,7 @@ def validate_bundle(path: str | Path, *, max_line_bytes: int = DEFAULT_MAX_LINE_
                 "line": position[0] if position else None, "column": position[1] if position else None}
 
     check.problems.extend(_referenced_files(root, manifest, at))
+    check.problems.extend(local_dependency_problems(manifest, root, file=manifest_file, plugins=plugins)[1])
     for rel, target in escaping_symlinks(root):
         check.problems.append(Problem("error", "symlink-escapes", f"symlink leaves the bundle (it points to {target})",
                                       file=shown(rel), hint="copy the file into the bundle instead of linking to it"))

@@ -63,7 +63,8 @@ def info(target: str, registry: str | None, offline: bool, as_json: bool) -> Non
         "verifier": verifier.kind if verifier else "mixture",
         "criteria": [c.name for c in getattr(verifier, "criteria", [])],
         "state": m.state.kind,
-        "dependencies": dict(m.dependencies),
+        # A path dependency as written: {"version": ..., "path": ...}.
+        "dependencies": {n: d if isinstance(d, str) else d.model_dump(by_alias=True) for n, d in m.dependencies.items()},
         "splits": [vars(s) for s in splits],
         "path": str(path),
         **published,
@@ -83,7 +84,9 @@ def info(target: str, registry: str | None, offline: bool, as_json: bool) -> Non
     click.echo(f"  verifier:  {data['verifier']}{criteria}")
     click.echo(f"  state:     {data['state']}")
     if m.dependencies:
-        click.echo("  depends on: " + ", ".join(f"{n}{s}" for n, s in m.dependencies.items()))
+        paths = m.dependency_paths()
+        click.echo("  depends on: " + ", ".join(f"{n}{s}" + (f" (path {paths[n]})" if n in paths else "")
+                                               for n, s in m.dependency_specifiers().items()))
     if published:
         click.echo(f"  registry:  {published['registry']}")
         click.echo(f"  digest:    {published['digest']}  (published {published['published-at']})")

@@ -73,6 +73,31 @@ class EnvironmentSection(_Model):
     )
 
 
+# --- [dependencies] --------------------------------------------------------------------
+
+
+class PathDependency(_Model):
+    """A dependency in a directory beside this bundle, for local development: loaded from
+    ``path`` instead of a registry. ``envhub build`` publishes it as ``==<its version>``."""
+
+    path: str = Field(min_length=1, description="The dependency's bundle directory, relative to this bundle.")
+    version: SpecifierStr = Field(
+        "*", description="The versions accepted; the directory's must satisfy it ('*': any)."
+    )
+
+
+def _dependency_tag(value: Any) -> str:
+    # Anything not a table is read as a specifier, so a number gets "expected a string".
+    return "table" if isinstance(value, (dict, PathDependency)) else "specifier"
+
+
+#: A ``[dependencies]`` value: a version specifier, or a table with a path.
+Dependency = Annotated[
+    Union[Annotated[SpecifierStr, _Tag("specifier")], Annotated[PathDependency, _Tag("table")]],
+    Discriminator(_dependency_tag),
+]
+
+
 # --- [tasks] ---------------------------------------------------------------------------
 
 
@@ -413,9 +438,24 @@ class Manifest(_Model):
 
     manifest_version: int = Field(MANIFEST_VERSION, ge=1, le=MANIFEST_VERSION)
     environment: EnvironmentSection
-    dependencies: dict[EnvNameStr, SpecifierStr] = {}
+    dependencies: dict[EnvNameStr, Dependency] = {}
     tasks: TasksSection
     harness: HarnessSection = HarnessSection()
     verifier: Verifier | None = Field(None, description="Required, except for format = mixture.")
     state: StateSection = StateSection()
     config: ConfigSection = ConfigSection()
+
+    def dependency_specifiers(self) -> dict[str, str]:
+        """Each dependency's version specifier as written ('*' or '' for any), path
+        dependencies included.
+
+        >>> m = Manifest.model_validate({"environment": {"name": "a/b", "version": "1"}, "tasks": {
+        ...     "format": "mixture", "splits": {}}, "dependencies": {"a/c": ">=1", "a/d": {"path": "../d"}}})
+        >>> m.dependency_specifiers()
+        {'a/c': '>=1', 'a/d': '*'}
+        """
+        return {name: dep if isinstance(dep, str) else dep.version for name, dep in self.dependencies.items()}
+
+    def dependency_paths(self) -> dict[str, str]:
+        """The path dependencies: name -> directory as written, relative to the bundle."""
+        return {name: dep.path for name, dep in self.dependencies.items() if isinstance(dep, PathDependency)}

@@ -92,6 +92,8 @@ def _user_loc(loc: Sequence[str | int]) -> tuple[tuple[str | int, ...], bool]:
             out[-1] == "verifier" or isinstance(out[-1], int)
         ):
             continue
+        if part in ("specifier", "table") and len(out) == 2 and out[0] == "dependencies":
+            continue  # the tag of a [dependencies] value's form
         out.append(part)
     return tuple(out), is_key
 

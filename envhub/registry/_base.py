@@ -115,7 +115,7 @@ class VersionEntry:
             locator=locator,
             # "*" (any version) is written as the empty specifier, which PEP 440 tools read.
             dependencies=tuple(sorted((n, "" if s.strip() in ("", "*") else s)
-                                      for n, s in bundle.manifest.dependencies.items())),
+                                      for n, s in bundle.manifest.dependency_specifiers().items())),
             python_dependencies=tuple(env.python_dependencies),
         )
 

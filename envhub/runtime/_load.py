@@ -139,7 +139,7 @@ def _fetch_locked(env: Any, lock_path: Path, settings: Settings, *, with_heldout
 def _environment(manifest: Manifest, root: Path, settings: Settings, *, trust_code: bool,
                  heldout_root: Path | None = None, digest: str | None = None, source: str | None = None,
                  locator: str | None = None, with_heldout: bool = False, offline: bool = False,
-                 plugins: PluginManager | None = None) -> Environment:
+                 plugins: PluginManager | None = None, parents: tuple[Path, ...] = ()) -> Environment:
     from envhub.errors import BundleError, EnvhubError, TrustError
     from envhub.runtime._code import CodeSpace, code_entry_points
     from envhub.runtime._environment import Environment
@@ -147,8 +147,8 @@ def _environment(manifest: Manifest, root: Path, settings: Settings, *, trust_co
     if manifest.tasks.format == "mixture":
         from envhub.runtime._composite import CompositeEnvironment
 
-        children = _children(manifest, settings, trust_code=trust_code, with_heldout=with_heldout, offline=offline,
-                             plugins=plugins)
+        children = _children(manifest, root, settings, trust_code=trust_code, with_heldout=with_heldout,
+                             offline=offline, plugins=plugins, parents=parents)
         return CompositeEnvironment(manifest, root, children, digest=digest, source=source,  # type: ignore[return-value]
                                     locator=locator)
     if not trust_code:  # a pulled or installed bundle, or a composite's child, may be on sys.path too
@@ -175,12 +175,16 @@ def _environment(manifest: Manifest, root: Path, settings: Settings, *, trust_co
                           hint="fix the bundle, then check it with 'envhub validate --check --trust'") from e
 
 
-def _children(manifest: Manifest, settings: Settings, *, trust_code: bool, with_heldout: bool,
-              offline: bool, plugins: PluginManager | None) -> dict[str, Environment]:
-    """The environments a composite mixes: the project lock's versions if it has them,
-    else the newest versions that fit ``[dependencies]`` (resolved together)."""
+def _children(manifest: Manifest, root: Path, settings: Settings, *, trust_code: bool, with_heldout: bool,
+              offline: bool, plugins: PluginManager | None, parents: tuple[Path, ...] = ()) -> dict[str, Environment]:
+    """The environments a composite mixes: a path dependency from its directory (when the
+    composite itself was read from a directory, ``parents`` holding the composites above
+    it), the rest at the project lock's versions if it has them, else the newest versions
+    that fit ``[dependencies]`` (resolved together)."""
+    from envhub.errors import BundleError
     from envhub.hub import fetch
     from envhub.manifest import load_manifest
+    from envhub.manifest._local import local_dependencies
     from envhub.project._project import RegistryIndex, find_project, locked_entry, locked_for, registry_urls
     from envhub.project._resolver import Requirement, _specifier, resolve
 
@@ -188,18 +192,30 @@ def _children(manifest: Manifest, settings: Settings, *, trust_code: bool, with_
     used = {part.env for split in splits for part in split.mixture or ()}
     # Held-out child splits are fetched only for held-out composite splits (validated to match).
     heldout = {part.env for split in splits if split.held_out for part in split.mixture or ()} if with_heldout else set()
-    specs = {n: "" if s.strip() in ("", "*") else s for n, s in manifest.dependencies.items()}  # "*": any
+    # A published manifest has no paths (envhub build pins them), so only a directory's can.
+    local = {n: d for n, d in local_dependencies(manifest, root, plugins=plugins).items() if n in used}
+    children = {}
+    for name, dependency in sorted(local.items()):
+        if dependency.root in (*parents, root):
+            chain = " -> ".join(str(p) for p in (*parents, root, dependency.root))
+            raise BundleError(f"{manifest.environment.name}: path dependency cycle: {chain}", [],
+                              hint="an environment cannot depend on itself, directly or through others; "
+                                   "remove one of these path dependencies")
+        children[name] = _environment(dependency.manifest, dependency.root, settings, trust_code=trust_code,
+                                      source=f"{name} {dependency.version} at {dependency.root}",
+                                      with_heldout=with_heldout, offline=offline, plugins=plugins,
+                                      parents=(*parents, root))
+    specs = {n: "" if s.strip() in ("", "*") else s for n, s in manifest.dependency_specifiers().items()}  # "*": any
     entries = {}
-    for name in sorted(used):
+    for name in sorted(used - set(local)):
         locked = locked_for(f"{name}{specs[name]}")
         if locked is not None:
             entries[name] = locked_entry(locked[0], settings)
-    missing = [Requirement(n, _specifier(specs[n])) for n in sorted(used) if n not in entries]
+    missing = [Requirement(n, _specifier(specs[n])) for n in sorted(used - set(local)) if n not in entries]
     if missing:
         index = RegistryIndex(registry_urls(find_project(), settings), settings, offline=offline)
         pins = resolve(missing, index).pins
         entries.update({r.name: pins[r.name] for r in missing})
-    children = {}
     for name, entry in entries.items():
         result = fetch(entry, entry.registry, settings, with_heldout=name in heldout and entry.heldout_digest is not None,
                        heldout_url=settings.heldout_store, offline=offline)
