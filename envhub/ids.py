@@ -111,11 +111,11 @@ def _check_segment(text: str, part: str, what: str) -> None:
     if _SEGMENT.fullmatch(part) and "--" not in part and ".." not in part:
         return
     lowered = part.lower()
+    suggestion = _suggest(text)
+    did_you_mean = f"; did you mean {suggestion!r}?" if suggestion else ""
     if lowered != part and _SEGMENT.fullmatch(lowered):
-        suggestion = text.lower()
-        raise InvalidIdError(
-            f"invalid environment id {text!r}: ids are lowercase; did you mean {suggestion!r}?"
-        )
+        rule = "lowercase" if suggestion == text.lower() else "lowercase letters, digits, '.', '_' and '-'"
+        raise InvalidIdError(f"invalid environment id {text!r}: ids are {rule}{did_you_mean}")
     if "--" in part or ".." in part:
         raise InvalidIdError(
             f"invalid environment id {text!r}: the {what} {part!r} contains '--' or '..'"
@@ -125,12 +125,24 @@ def _check_segment(text: str, part: str, what: str) -> None:
         shown = ", ".join(repr(c) for c in bad)
         raise InvalidIdError(
             f"invalid environment id {text!r}: the {what} {part!r} contains {shown}; "
-            "use lowercase letters, digits, '.', '_' and '-'"
+            f"use lowercase letters, digits, '.', '_' and '-'{did_you_mean}"
         )
     raise InvalidIdError(
         f"invalid environment id {text!r}: the {what} {part!r} must start and end "
         "with a letter or digit"
     )
+
+
+def _suggest(text: str) -> str | None:
+    """A valid id close to ``text`` (``Acme/SQL Shop`` -> ``acme/sql-shop``), or None: only
+    an id that is itself valid is worth suggesting."""
+    import re
+
+    parts = [re.sub(r"\.{2,}", ".", re.sub(r"-{2,}", "-", re.sub(r"[^a-z0-9._-]+", "-", p.lower()))).strip("._-")
+             for p in text.split("/")]
+    if len(parts) != 2 or not all(_SEGMENT.fullmatch(p) and len(p) <= _SEGMENT_MAX for p in parts):
+        return None
+    return "/".join(parts)
 
 
 def parse_version(text: str, *, context: str | None = None) -> Version:
