@@ -106,7 +106,8 @@ def load(ref_or_path: str | os.PathLike[str], *, trust_code: bool = False, regis
             result = pull(text, url, settings, with_heldout="if-any" if with_heldout else False,
                           heldout_url=config.heldout_url(), offline=offline)
     except InvalidIdError as e:
-        raise UsageError(f"{text!r} is neither a bundle directory nor an environment id ({e.message})",
+        reason = e.message.replace(f" in {text!r}", "").replace(f" {text!r}", "")  # name the input once
+        raise UsageError(f"{text!r} is neither a bundle directory nor an environment id ({reason})",
                          hint="pass a directory with an envhub.toml, or an id such as acme/sql-shop@1.0.0") from e
     manifest = load_manifest(result.path, plugins=plugins)
     return _environment(manifest, result.path, settings, trust_code=trust_code, heldout_root=result.heldout_path,
