@@ -446,13 +446,17 @@ class Manifest(_Model):
     config: ConfigSection = ConfigSection()
 
     def dependency_specifiers(self) -> dict[str, str]:
-        """Each dependency's version specifier as written ('*' or '' for any), path
+        r"""Each dependency's version specifier as written ('*' or '' for any), path
         dependencies included.
 
-        >>> m = Manifest.model_validate({"environment": {"name": "a/b", "version": "1"}, "tasks": {
-        ...     "format": "mixture", "splits": {}}, "dependencies": {"a/c": ">=1", "a/d": {"path": "../d"}}})
+        >>> from envhub.manifest import parse_manifest
+        >>> m, _ = parse_manifest('[environment]\nname = "a/b"\nversion = "1"\n[dependencies]\n"a/c" = ">=1"\n'
+        ...                       '"a/d" = { path = "../d" }\n[tasks]\nsplits.train = { path = "t.jsonl" }\n'
+        ...                       '[verifier]\nkind = "exact-match"\n')
         >>> m.dependency_specifiers()
         {'a/c': '>=1', 'a/d': '*'}
+        >>> m.dependency_paths()
+        {'a/d': '../d'}
         """
         return {name: dep if isinstance(dep, str) else dep.version for name, dep in self.dependencies.items()}
 
