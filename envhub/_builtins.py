@@ -163,10 +163,9 @@ def _read_jsonl(path: Path) -> list[dict[str, Any]]:
 
 
 def _read_parquet(path: Path) -> list[dict[str, Any]]:
-    import pyarrow.parquet as pq
+    from envhub.tasks import read_parquet
 
-    rows: list[dict[str, Any]] = pq.read_table(path).to_pylist()
-    return rows
+    return read_parquet(path)
 
 
 TASK_FORMATS = (

@@ -5,6 +5,7 @@ and ``pytest``, in repositories of good and broken bundles."""
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -40,7 +41,7 @@ def test_the_workflow_runs_on_pushes_and_pull_requests(workflow: dict[str, Any])
     (job,) = workflow["jobs"].values()
     uses = [s["uses"].split("@")[0] for s in job["steps"] if "uses" in s]
     assert uses == ["actions/checkout", "actions/setup-python"]
-    assert list(steps(workflow)) == ["install", "validate", "conformance"]
+    assert list(steps(workflow)) == ["install", "validate", "conformance", "score-version"]
 
 
 def test_it_installs_envhub_rl_and_pytest(workflow: dict[str, Any]) -> None:
@@ -55,12 +56,17 @@ def test_it_validates_strictly_with_annotations_then_runs_pytest(workflow: dict[
     assert s["conformance"]["run"].startswith("pytest --envhub-trust")
 
 
-def run_step(workflow: dict[str, Any], step: str, repo: Path, home: Path) -> subprocess.CompletedProcess[str]:
+def run_step(workflow: dict[str, Any], step: str, repo: Path, home: Path,
+             variables: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """One ``run:`` step as a GitHub runner runs it with ``shell: bash``, with the job's
-    environment, and this checkout's envhub and pytest first on PATH."""
+    environment, the step's (``${{ vars.NAME }}`` read from ``variables``), and this
+    checkout's envhub and pytest first on PATH."""
     (job,) = workflow["jobs"].values()
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     env.update(job.get("env", {}))
+    for key, value in steps(workflow)[step].get("env", {}).items():
+        expression = re.fullmatch(r"\$\{\{ vars\.(\w+) \}\}", value)
+        env[key] = (variables or {}).get(expression.group(1), "") if expression else value
     env.update(CI="true", GITHUB_ACTIONS="true", ENVHUB_HOME=str(home / "home"), ENVHUB_CACHE=str(home / "cache"),
                PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}", COLUMNS="200")
     return subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", steps(workflow)[step]["run"]],
@@ -115,3 +121,31 @@ def test_a_verifier_that_rewards_nothing_fails_the_conformance_step(workflow: di
     assert "arith/envhub.toml::acme/arith::noop-scores-below-1 FAILED" in conformance.stdout
     assert ("arith/envhub.toml: error: verifier: train/t1: an empty answer scores 1\n"
             "  hint: the verifier rewards doing nothing: check its field and normalisation") in conformance.stdout
+
+
+def test_a_verifier_changed_without_a_score_version_bump_fails_the_score_version_step(
+        workflow: dict[str, Any], tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    bundle = scaffold(repo / "envs", "acme/arith", directory="arith")
+    set_table(bundle, "verifier", 'kind = "exact-match"\nfield = "answer"')
+    write_rows(bundle, "dev", [{"id": "d1", "prompt": "Say yes.", "answer": "Yes"}])
+    (bundle / "golden.jsonl").write_text('{"split": "dev", "task_id": "d1", "completion": "yes", "reward": 0}\n')
+    manifest = bundle / "envhub.toml"
+    manifest.write_text(manifest.read_text().replace("[environment]\n", '[environment]\ngolden = "golden.jsonl"\n', 1))
+    registry = str(tmp_path / "registry")
+    subprocess.run([str(BIN / "envhub"), "push", str(bundle), "--registry", registry], check=True,
+                   capture_output=True, env={**os.environ, "ENVHUB_HOME": str(tmp_path / "home")})
+    checkout(repo)
+    unchanged = run_step(workflow, "score-version", repo, tmp_path, {"ENVHUB_REGISTRY": registry})
+    assert (unchanged.returncode, unchanged.stdout) == (0, ""), unchanged.stderr
+
+    set_table(bundle, "verifier", 'kind = "exact-match"\nfield = "answer"\nnormalize = ["strip", "lower"]')
+    changed = run_step(workflow, "score-version", repo, tmp_path, {"ENVHUB_REGISTRY": registry})
+    assert changed.returncode == 1
+    assert changed.stdout == (
+        "::error file=envs/arith/golden.jsonl,line=1,title=envhub score-version-unchanged::environment.score-version: "
+        "dev/d1: reward 0 under acme/arith 0.1.0, 1 now, but score-version is still 1%0Ahint: bump [environment] "
+        "score-version to 2 if the change is intended (rewards are no longer comparable with acme/arith 0.1.0), "
+        "else make the verifier score as before\n")
+    never_published = run_step(workflow, "score-version", repo, tmp_path)  # the variable unset: nothing to compare
+    assert (never_published.returncode, never_published.stdout) == (0, ""), never_published.stderr

@@ -20,7 +20,7 @@ BIN = Path(sys.executable).parent
 
 def test_the_hook_runs_validate_on_the_files_of_bundles() -> None:
     hooks = yaml.safe_load((ROOT / ".pre-commit-hooks.yaml").read_text())
-    assert [h["id"] for h in hooks] == ["envhub-validate"]
+    assert [h["id"] for h in hooks] == ["envhub-validate", "envhub-score-version"]
     hook = hooks[0]
     assert hook["entry"] == "envhub validate --files"
     assert hook["language"] == "python"

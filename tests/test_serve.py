@@ -300,23 +300,113 @@ def test_invalid_action_route_and_query(raw: Recorder) -> None:
     assert query.json()["error"]["message"] == "query parameter size=5000 is out of range: it must be from 1 to 1000"
 
 
-def test_environment_code_failure_is_a_500_without_traceback(raw: Recorder) -> None:
+def test_environment_code_failure_in_a_step_is_a_recorded_error(raw: Recorder) -> None:
     eid = raw("POST", "/v1/environments/acme/guess/episodes", {"split": "dev", "index": 0}).json()["episode_id"]
     failed = raw("POST", f"/v1/episodes/{eid}/step", {"action": "boom"})
-    assert failed.status_code == 500
-    error = failed.json()["error"]
-    assert error["code"] == "environment-error"
-    assert error["message"] == ("acme/guess: the environment's code failed in this step: RuntimeError: kaboom: the "
-                                "answer was 64; the episode is closed")
+    assert failed.status_code == 200
+    body = failed.json()
+    assert (body["done"], body["reward"], body["turns"]) == (True, None, 1)
+    assert body["info"] == {"environment_error": True, "error": (
+        "acme/guess: the environment's code failed in this step: RuntimeError: kaboom: the answer was 64; "
+        "the episode is closed")}
     assert "Traceback" not in failed.text
-    assert raw("GET", f"/v1/episodes/{eid}").status_code == 410
+    gone = raw("GET", f"/v1/episodes/{eid}")
+    assert gone.status_code == 409
+    assert gone.json()["error"]["message"] == f"episode {eid!r} is done (the environment failed in a step)"
     held = raw("POST", "/v1/environments/acme/guess/episodes", {"split": "test", "index": 0}, headers=_auth())
     failed = raw("POST", f"/v1/episodes/{held.json()['episode_id']}/step", {"action": "boom"}, headers=_auth())
-    assert failed.status_code == 500
-    assert failed.json()["error"]["message"] == (
+    assert failed.status_code == 200
+    assert failed.json()["info"]["error"] == (
         "acme/guess: the environment's code failed in this step: RuntimeError (details are withheld on held-out "
         "splits; see the server's log); the episode is closed")
     assert not leaks([failed.text])
+
+
+def test_client_records_a_failed_step_as_the_rollout_error(server: Server, tmp_path: Path) -> None:
+    import envhub
+
+    env = envhub.load(server.url("acme/guess"))
+    episode = env.episode(env.task("dev", "guess-dev-001"))
+    episode.reset()
+    result = episode.step("boom")
+    assert (result.done, result.reward, episode.score.reward) == (True, None, 0.0)
+    assert episode.score.error == ("acme/guess: the environment's code failed in this step: RuntimeError: kaboom: "
+                                   "the answer was 64; the episode is closed")
+    env.close()
+
+
+_TASKS = "/v1/environments/acme/arith/splits/dev/tasks"
+_RANGE = "from 0 to 9223372036854775807"
+
+
+@pytest.mark.parametrize(("query", "message"), [
+    ("offset=-1", f"query parameter offset=-1 is out of range: it must be {_RANGE}"),
+    ("offset=abc", "query parameter offset='abc' is not an integer"),
+    ("offset=1e3", "query parameter offset='1e3' is not an integer"),
+    ("offset=1.5", "query parameter offset='1.5' is not an integer"),
+    ("offset=%00", "query parameter offset='\\x00' is not an integer"),
+    ("offset=9223372036854775808", f"query parameter offset=9223372036854775808 is out of range: it must be {_RANGE}"),
+    ("offset=99999999999999999999999", f"query parameter offset='99999999999999999999999' is out of range: it must be {_RANGE}"),
+    ("offset=" + "9" * 5000, f"query parameter offset='{'9' * 40}'... is out of range: it must be {_RANGE}"),
+    ("limit=-5", f"query parameter limit=-5 is out of range: it must be {_RANGE}"),
+    ("limit=" + "1" * 30, f"query parameter limit='{'1' * 30}' is out of range: it must be {_RANGE}"),
+    ("size=0", "query parameter size=0 is out of range: it must be from 1 to 1000"),
+    ("seed=x", "query parameter seed='x' is not an integer"),
+    ("seed=-9223372036854775809", "query parameter seed=-9223372036854775809 is out of range: it must be from "
+                                  "-9223372036854775808 to 9223372036854775807"),
+], ids=["negative", "word", "exponent", "fraction", "nul", "past-64-bit", "huge", "5000-digits", "negative-limit",
+        "huge-limit", "zero-size", "word-seed", "seed-below-64-bit"])
+def test_bad_query_values_are_a_400(raw: Recorder, query: str, message: str) -> None:
+    response = raw("GET", f"{_TASKS}?{query}")
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert (error["code"], error["message"]) == ("invalid-query", message)
+    assert error["hint"].startswith("pass a whole number from ")
+
+
+@pytest.mark.parametrize(("query", "total", "ids"), [
+    ("offset=999", 2, []),
+    ("offset=9223372036854775807", 2, []),
+    ("offset=999&seed=3", 2, []),
+    ("offset=1&limit=9223372036854775807", 2, ["arith-dev-002"]),
+    ("limit=0", 0, []),
+    ("seed=-9223372036854775808&limit=1&offset=1", 1, []),
+], ids=["past-the-end", "largest", "shuffled-past-the-end", "largest-limit", "limit-zero", "smallest-seed"])
+def test_pages_past_the_end_are_empty(raw: Recorder, query: str, total: int, ids: list[str]) -> None:
+    response = raw("GET", f"{_TASKS}?{query}")
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert (body["total"], [t["id"] for t in body["tasks"]]) == (total, ids)
+
+
+_EPISODES = "/v1/environments/acme/arith/episodes"
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ({"split": "dev", "index": 10**30}, "index: Input should be less than or equal to 9223372036854775807"),
+    ({"split": "dev", "index": 0, "seed": 10**30}, "seed: Input should be less than or equal to 9223372036854775807"),
+    ({"split": "dev", "index": True}, "index: Input should be a valid integer"),
+    ({"split": "dev", "index": "0"}, "index: Input should be a valid integer"),
+    ({"split": "dev", "index": 1.5}, "index: Input should be a valid integer"),
+    ([1], "body: Input should be an object"),
+    ("null", "body: Input should be an object"),
+    ({"split": "dev", "task_id": 5}, "task_id: Input should be a valid string"),
+    ({"split": "", "index": 0}, "split: String should have at least 1 character"),
+], ids=["huge-index", "huge-seed", "boolean-index", "string-index", "fractional-index", "array", "null",
+        "numeric-task-id", "empty-split"])
+def test_bad_episode_bodies_are_a_400(raw: Recorder, body: Any, message: str) -> None:
+    response = raw("POST", _EPISODES, body)
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert (error["code"], error["message"]) == ("invalid-body", f"invalid request body: {message}")
+
+
+def test_a_body_that_is_not_utf8_is_a_400(server: Server) -> None:
+    import httpx2
+
+    response = httpx2.post(f"{server.base_url}{_EPISODES}", content=b'{"split": "\xff", "index": 0}')
+    assert response.status_code == 400, response.text
+    assert response.json()["error"]["code"] == "invalid-json"
 
 
 # --- scoring ------------------------------------------------------------------------------------

@@ -282,6 +282,7 @@ def _required_fields(m: Manifest) -> tuple[list[str], list[str]]:
 def _splits(root: Path, m: Manifest, check: BundleCheck, shown, at, max_line_bytes: int,  # type: ignore[no-untyped-def]
             plugins: PluginManager | None) -> Iterator[Problem]:
     fields, numeric = _required_fields(m)
+    prompt = m.tasks.prompt_field
     read = None
     if m.tasks.format not in ("jsonl", "parquet") and any(s.path for s in m.tasks.splits.values()):
         if plugins is None:
@@ -312,13 +313,13 @@ def _splits(root: Path, m: Manifest, check: BundleCheck, shown, at, max_line_byt
         display = shown(split.path)
         if read is not None:
             scan = scan_rows(target, read, display=display, id_field=m.tasks.id_field, fields=fields,
-                             numeric_fields=numeric, task_ids=task_ids)
+                             numeric_fields=numeric, prompt_field=prompt, task_ids=task_ids)
         elif m.tasks.format == "parquet":
             scan = scan_parquet(target, display=display, id_field=m.tasks.id_field, fields=fields,
-                                numeric_fields=numeric, task_ids=task_ids)
+                                numeric_fields=numeric, prompt_field=prompt, task_ids=task_ids)
         else:
-            scan = scan_jsonl(target, display=display, id_field=m.tasks.id_field, fields=fields,
-                              numeric_fields=numeric, max_line_bytes=max_line_bytes, task_ids=task_ids)
+            scan = scan_jsonl(target, display=display, id_field=m.tasks.id_field, fields=fields, numeric_fields=numeric,
+                              prompt_field=prompt, max_line_bytes=max_line_bytes, task_ids=task_ids)
         sources.append(IdSource(name, target, display, m.tasks.format, read))
         facts.rows, facts.sha256 = scan.rows, scan.sha256
         yield from scan.problems

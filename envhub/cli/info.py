@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 import click
 
 from envhub.cli._common import json_option, offline_option, registry_option
+from envhub.cli._output import echo
 
 if TYPE_CHECKING:
     from envhub.manifest import Manifest
@@ -41,7 +42,7 @@ def info(target: str, registry: str | None, offline: bool, as_json: bool) -> Non
         settings, _, url = registry_context(registry)
         result = pull(target, url, settings, offline=offline or settings.offline)
         if result.warning:
-            click.echo(f"envhub: warning: {result.warning}", err=True)
+            echo(f"envhub: warning: {result.warning}", err=True)
         entry = result.entry
         published = {"registry": entry.registry or url, "digest": entry.digest, "published-at": entry.published_at,
                      "yanked": entry.yanked, "yank-reason": entry.yank_reason}
@@ -74,30 +75,30 @@ def info(target: str, registry: str | None, offline: bool, as_json: bool) -> Non
 
         emit_json(data)
         return
-    click.echo(f"{data['name']} {data['version']}  (score-version {data['score-version']})")
+    echo(f"{data['name']} {data['version']}  (score-version {data['score-version']})")
     if data["description"]:
-        click.echo(f"  {data['description']}")
-    click.echo(f"  license:   {data['license'] or '-'}")
-    click.echo(f"  tags:      {', '.join(data['tags']) or '-'}")
-    click.echo(f"  protocol:  {data['protocol']}")
+        echo(f"  {data['description']}")
+    echo(f"  license:   {data['license'] or '-'}")
+    echo(f"  tags:      {', '.join(data['tags']) or '-'}")
+    echo(f"  protocol:  {data['protocol']}")
     criteria = f" ({', '.join(data['criteria'])})" if data["criteria"] else ""
-    click.echo(f"  verifier:  {data['verifier']}{criteria}")
-    click.echo(f"  state:     {data['state']}")
+    echo(f"  verifier:  {data['verifier']}{criteria}")
+    echo(f"  state:     {data['state']}")
     if m.dependencies:
         paths = m.dependency_paths()
-        click.echo("  depends on: " + ", ".join(f"{n}{s}" + (f" (path {paths[n]})" if n in paths else "")
+        echo("  depends on: " + ", ".join(f"{n}{s}" + (f" (path {paths[n]})" if n in paths else "")
                                                for n, s in m.dependency_specifiers().items()))
     if published:
-        click.echo(f"  registry:  {published['registry']}")
-        click.echo(f"  digest:    {published['digest']}  (published {published['published-at']})")
+        echo(f"  registry:  {published['registry']}")
+        echo(f"  digest:    {published['digest']}  (published {published['published-at']})")
         if published["yanked"]:
-            click.echo(f"  yanked:    {published['yank-reason']}")
-    click.echo("  splits:")
+            echo(f"  yanked:    {published['yank-reason']}")
+    echo("  splits:")
     for s in splits:
         held = "  held-out" if s.held_out else ""
         if s.held_out and not _keyed_split_here(m, s.name, Path(path)):
             held += ", not in this copy (its key is in the held-out store)"
-        click.echo(f"    {s.name:<10} {s.rows if s.rows is not None else '?':>8} tasks{held}")
+        echo(f"    {s.name:<10} {s.rows if s.rows is not None else '?':>8} tasks{held}")
 
 
 def _keyed_split_here(m: Manifest, name: str, root: Path) -> bool:

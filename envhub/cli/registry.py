@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from envhub.cli._common import json_option, registry_context, registry_option
+from envhub.cli._output import echo
 
 
 @click.command()
@@ -25,7 +26,7 @@ def versions(name: str, registry: str | None, as_json: bool) -> None:
         return
     for e in entries:
         yanked = f"  yanked: {e.yank_reason or 'no reason given'}" if e.yanked else ""
-        click.echo(f"{e.version:<12} {e.published_at}  {e.digest[:19]}...{yanked}")
+        echo(f"{e.version:<12} {e.published_at}  {e.digest[:19]}...{yanked}")
 
 
 @click.command()
@@ -45,10 +46,10 @@ def search(query: str, tag: str | None, registry: str | None, as_json: bool) -> 
         emit_json([e.to_json() for e in hits])
         return
     if not hits:
-        click.echo(f"no environment in {url} matches {query!r}" + (f" with tag {tag!r}" if tag else ""), err=True)
+        echo(f"no environment in {url} matches {query!r}" + (f" with tag {tag!r}" if tag else ""), err=True)
     for e in hits:
         tags = f"  [{', '.join(e.tags)}]" if e.tags else ""
-        click.echo(f"{e.name:<32} {e.version:<10} {e.description}{tags}")
+        echo(f"{e.name:<32} {e.version:<10} {e.description}{tags}")
 
 
 @click.command()
@@ -73,4 +74,4 @@ def yank(ref: str, reason: str, registry: str | None, as_json: bool) -> None:
 
         emit_json(entry.to_json())
         return
-    click.echo(f"Yanked {entry.ref} in {url}: {entry.yank_reason}", err=True)
+    echo(f"Yanked {entry.ref} in {url}: {entry.yank_reason}", err=True)

@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from envhub.cli._common import offline_option, registry_option
+from envhub.cli._output import echo, printable
 from envhub.cli.eval import trust_option
 from envhub.errors import UsageError
 
@@ -58,7 +59,7 @@ def serve(ctx: click.Context, targets: tuple[str, ...], host: str | None, port: 
 
     from envhub.settings import load_settings
 
-    configure_logging((ctx.find_root().obj or {}).get("verbosity", 0))
+    configure_logging((ctx.find_root().obj or {}).get("verbosity", 0), clean=printable)
     settings = load_settings()
     config = load_config(config_file, settings).with_overrides(
         host=host, port=port, trust=trust or None, require_token=require_token, max_episodes=max_episodes,
@@ -70,7 +71,7 @@ def serve(ctx: click.Context, targets: tuple[str, ...], host: str | None, port: 
 
     def ready(base_url: str) -> None:
         for env in envs:
-            click.echo(f"{base_url}/{env.name}")
-        click.echo(f"envhub serve: serving {len(envs)} environment(s) on {base_url} (Ctrl+C to stop)", err=True)
+            echo(f"{base_url}/{env.name}")
+        echo(f"envhub serve: serving {len(envs)} environment(s) on {base_url} (Ctrl+C to stop)", err=True)
 
     run_server(envs, config, access_log=access_log, on_ready=ready)

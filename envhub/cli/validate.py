@@ -125,7 +125,7 @@ def _self_test(check, *, trust: bool, limit: int | None) -> list:  # type: ignor
 
 
 def _print_text(checks, verbosity: int) -> None:  # type: ignore[no-untyped-def]
-    from envhub.cli._output import color_enabled
+    from envhub.cli._output import color_enabled, printable
 
     color = color_enabled(sys.stdout)
 
@@ -134,14 +134,14 @@ def _print_text(checks, verbosity: int) -> None:  # type: ignore[no-untyped-def]
 
     for check in checks:
         for p in check.problems:
-            line = p.render()
+            line = printable(p.render())
             label = f"{p.severity}:"
             line = line.replace(label, style(label, fg="red" if p.severity == "error" else "yellow", bold=True), 1)
             click.echo(line)
         n_err = sum(p.severity == "error" for p in check.problems)
         n_warn = len(check.problems) - n_err
         env = check.manifest.environment if check.manifest else None
-        title = f"{env.name} {env.version} ({check.path})" if env else str(check.path)
+        title = printable(f"{env.name} {env.version} ({check.path})" if env else str(check.path))
         if n_err:
             summary = style("invalid", fg="red", bold=True) + f": {title}: {n_err} error(s), {n_warn} warning(s)"
         else:

@@ -71,6 +71,10 @@ class EnvironmentSection(_Model):
     canary: Canary | None = Field(
         None, description="Contamination canary: 'envhub-canary:' and 32 hex digits."
     )
+    golden: BundlePath | None = Field(
+        None, description="JSONL of golden trajectories (public splits only) with the rewards they got; "
+        "'envhub validate --against' replays them to keep score-version honest."
+    )
 
 
 # --- [dependencies] --------------------------------------------------------------------

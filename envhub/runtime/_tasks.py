@@ -14,11 +14,11 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
-from envhub.errors import BundleError, EnvNotFoundError, UsageError
+from envhub.errors import BundleError, EnvhubError, EnvNotFoundError, UsageError
 from envhub.manifest._models import Split, TasksSection
 from envhub.problems import Problem
 from envhub.runtime._types import Task
-from envhub.tasks import SecretError, heldout_seeds, parse_sealed_seeds, read_secret, sealed_seeds_path
+from envhub.tasks import SecretError, json_hint, json_reason, heldout_seeds, parse_sealed_seeds, read_secret, sealed_seeds_path
 
 if TYPE_CHECKING:
     from envhub.plugins import PluginManager
@@ -346,7 +346,14 @@ class TaskSource:
         if format.read is None:
             raise BundleError(f"{self.env_name}: format {self.spec.format!r} has no task files", [])
         rows = []
-        for number, row in enumerate(format.read(path), 1):
+        try:
+            read = list(format.read(path))
+        except EnvhubError:
+            raise
+        except Exception as e:  # a plugin's reader: its failure is the file's problem, said once
+            message = f"cannot read the task file: {type(e).__name__}: {e}"
+            raise BundleError(f"{path}: {message}", [], hint="run 'envhub validate' on the bundle") from e
+        for number, row in enumerate(read, 1):
             if not isinstance(row, Mapping):
                 raise BundleError(f"{path}: row {number} is a {type(row).__name__}, not a task (a mapping)",
                                   [Problem("error", "not-an-object", "each row must be a mapping of fields",
@@ -386,9 +393,13 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
             try:
                 row = orjson.loads(line)
             except orjson.JSONDecodeError as e:
-                raise BundleError(f"{path}: line {number} is not valid JSON",
-                                  [Problem("error", "invalid-json", str(e), file=str(path), line=number)],
-                                  hint="run 'envhub validate' on the bundle") from e
+                try:
+                    line.decode("utf-8")
+                except UnicodeDecodeError as u:
+                    raise BundleError(f"{path}: line {number}: byte {u.start + 1} of the line is not valid UTF-8", [],
+                                      hint="save the file as UTF-8") from None
+                raise BundleError(f"{path}: line {number} is not valid JSON: {json_reason(e)}", [],
+                                  hint=json_hint(e)) from None
             if not isinstance(row, dict):
                 raise BundleError(f"{path}: line {number} is not a JSON object",
                                   [Problem("error", "not-an-object", "each line must be a JSON object",

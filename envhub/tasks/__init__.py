@@ -2,14 +2,18 @@
 
 from envhub.tasks._scan import (
     DEFAULT_MAX_LINE_BYTES,
+    MAX_DIFFICULTY,
     IdSource,
     SplitScan,
     TaskIds,
     duplicate_id_problems,
+    json_hint,
+    json_reason,
     scan_jsonl,
     scan_parquet,
     scan_rows,
 )
+from envhub.tasks._parquet import read_parquet
 from envhub.tasks._heldout import (
     SecretError,
     heldout_seeds,
@@ -23,14 +27,18 @@ from envhub.tasks._heldout import (
 
 __all__ = [
     "DEFAULT_MAX_LINE_BYTES",
+    "MAX_DIFFICULTY",
     "IdSource",
     "SecretError",
     "SplitScan",
     "TaskIds",
     "duplicate_id_problems",
     "heldout_seeds",
+    "json_hint",
+    "json_reason",
     "new_secret",
     "parse_sealed_seeds",
+    "read_parquet",
     "read_secret",
     "scan_jsonl",
     "scan_parquet",

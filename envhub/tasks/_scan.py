@@ -16,12 +16,15 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from operator import itemgetter
 from pathlib import Path
+from typing import Any
 
 import orjson
 
-from envhub.problems import Problem
+from envhub.problems import Problem, Severity
+from envhub.tasks._parquet import ParquetUnreadable, column_type_problem, open_parquet, read_table, type_hint
 
-__all__ = ["DEFAULT_MAX_LINE_BYTES", "IdSource", "SplitScan", "TaskIds", "duplicate_id_problems",
+__all__ = ["DEFAULT_MAX_LINE_BYTES", "MAX_DIFFICULTY", "IdSource", "SplitScan", "TaskIds", "duplicate_id_problems",
+           "json_hint", "json_reason",
            "scan_jsonl", "scan_parquet", "scan_rows"]
 
 DEFAULT_MAX_LINE_BYTES = 8 * 1024 * 1024
@@ -31,6 +34,10 @@ _BLOCK = 1024 * 1024
 _MAX_PER_KIND = 10  # problems reported per kind and file; the rest are counted
 _ID_TYPES = frozenset({str, int})  # by type(): a bool is not an id
 _NUMBER_TYPES = frozenset({int, float})
+#: The largest magnitude of a difficulty: every integer up to it is exact as a JSON number
+#: read into a double, so difficulties order the same in every language.
+MAX_DIFFICULTY = 2**53
+_PROMPT_HINT = "a prompt is the text shown to the model, or a chat: a list of messages such as {\"role\": \"user\", \"content\": \"...\"}"
 
 
 @dataclass
@@ -72,22 +79,50 @@ class _Problems:
         self.kept: list[Problem] = []
         self.counts: dict[str, int] = {}
 
+        self.severities: dict[str, Severity] = {}
+
     def error(self, code: str, message: str, *, line: int | None = None, hint: str | None = None) -> None:
+        self.add("error", code, message, line=line, hint=hint)
+
+    def add(self, severity: Severity, code: str, message: str, *, line: int | None = None,
+            hint: str | None = None) -> None:
         n = self.counts.get(code, 0) + 1
         self.counts[code] = n
+        self.severities[code] = severity
         if n <= _MAX_PER_KIND:
-            self.kept.append(Problem("error", code, message, file=self.file, line=line, hint=hint))
+            self.kept.append(Problem(severity, code, message, file=self.file, line=line, hint=hint))
 
     def finish(self) -> list[Problem]:
         out = list(self.kept)
         for code, n in self.counts.items():
             if n > _MAX_PER_KIND:
-                out.append(Problem("error", code, f"... and {n - _MAX_PER_KIND} more like this ({n} in all)", file=self.file))
+                out.append(Problem(self.severities[code], code, f"... and {n - _MAX_PER_KIND} more like this ({n} in all)",
+                                   file=self.file))
         return out
 
 
 def _valid_id(value: object) -> bool:
     return (isinstance(value, str) and value != "") or (isinstance(value, int) and not isinstance(value, bool))
+
+
+def _valid_prompt(value: object) -> bool:
+    """Text, or a chat: a list of objects each with a string ``role``."""
+    if isinstance(value, str):
+        return True
+    return isinstance(value, list) and all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in value)
+
+
+def _difficulty_in_range(value: object) -> bool:
+    # NaN fails both comparisons; a bool is not a difficulty but is caught as not-a-number.
+    return isinstance(value, (int, float)) and -MAX_DIFFICULTY <= value <= MAX_DIFFICULTY
+
+
+def _report_difficulty(problems: _Problems, name: str, value: object, *, line: int | None = None,
+                       row: int | None = None) -> None:
+    where = f"row {row}: " if row is not None else ""
+    problems.error("bad-difficulty", f"{where}{name!r} is {value!r}, outside the range of difficulties "
+                                     "(-2**53 to 2**53, not NaN or infinite)", line=line,
+                   hint="use a small number: a curriculum orders tasks by it")
 
 
 def scan_jsonl(
@@ -97,14 +132,16 @@ def scan_jsonl(
     id_field: str,
     fields: Sequence[str] = (),
     numeric_fields: Sequence[str] = (),
+    prompt_field: str | None = None,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     task_ids: TaskIds | None = None,
 ) -> SplitScan:
     """Scan a JSONL task file: one JSON object per line; blank lines are ignored.
 
     ``fields`` and ``numeric_fields`` must be present in every row, ``numeric_fields``
-    must hold numbers, and ``id_field`` a non-empty string or an integer, recorded in
-    ``task_ids`` (which notes repeats).
+    must hold numbers within :data:`MAX_DIFFICULTY`, ``prompt_field`` (if given) text or a
+    chat, and ``id_field`` a non-empty string or an integer, recorded in ``task_ids``
+    (which notes repeats).
     """
     problems = _Problems(display)
     digest = hashlib.sha256()
@@ -117,6 +154,7 @@ def scan_jsonl(
     get_required = itemgetter(*required) if len(required) > 1 else itemgetter(id_field, id_field)
     get_id = itemgetter(0)  # the id is required[0]
     numeric_getters = [itemgetter(required.index(name)) for name in numeric_fields]
+    prompt_getter = itemgetter(required.index(prompt_field)) if prompt_field in required else None
 
     def clean_block(lines: list[bytes]) -> bool:
         """Check a whole block of well-formed rows with C-level passes (map, itemgetter,
@@ -137,8 +175,14 @@ def scan_jsonl(
         if not set(map(type, block_ids)) <= _ID_TYPES or "" in block_ids:
             return False
         for getter in numeric_getters:
-            if not set(map(type, map(getter, values))) <= _NUMBER_TYPES:
+            numbers = list(map(getter, values))
+            if not set(map(type, numbers)) <= _NUMBER_TYPES:
                 return False
+            # JSON has no NaN or infinity, so min and max see every out-of-range value.
+            if min(numbers) < -MAX_DIFFICULTY or max(numbers) > MAX_DIFFICULTY:
+                return False
+        if prompt_getter is not None and set(map(type, map(prompt_getter, values))) != {str}:
+            return False  # a chat prompt (or a bad one) is looked at row by row
         task_ids.add_all(block_ids)
         return True
 
@@ -160,6 +204,11 @@ def scan_jsonl(
             value = row.get(name)
             if name in row and type(value) not in _NUMBER_TYPES:
                 problems.error("not-a-number", f"{name!r} must be a number, got {_json_kind(value)}", line=lineno)
+            elif name in row and not _difficulty_in_range(value):
+                _report_difficulty(problems, name, value, line=lineno)
+        if prompt_field is not None and prompt_field in row and not _valid_prompt(row[prompt_field]):
+            problems.error("bad-prompt", f"{prompt_field!r} must be a string or a list of chat messages, "
+                                         f"got {_json_kind(row[prompt_field])}", line=lineno, hint=_PROMPT_HINT)
         if id_field in row:
             task_id = row[id_field]
             if _valid_id(task_id):
@@ -229,9 +278,19 @@ def _report_bad_json(problems: _Problems, line: bytes, lineno: int, e: Exception
         problems.error("not-utf8", f"byte {u.start + 1} of the line is not valid UTF-8", line=lineno,
                        hint="save the file as UTF-8")
         return
-    reason = str(e).split(":", 1)[0]
-    problems.error("invalid-json", f"not valid JSON: {reason}", line=lineno,
-                   hint="each line must be one complete JSON object")
+    problems.error("invalid-json", f"not valid JSON: {json_reason(e)}", line=lineno, hint=json_hint(e))
+
+
+def json_reason(e: Exception) -> str:
+    """What a JSON parse error says, without its position (the line is named apart)."""
+    return str(e).split(":", 1)[0]
+
+
+def json_hint(e: Exception) -> str:
+    """How to fix the line that failed to parse with ``e``."""
+    if json_reason(e) == "unexpected control character in string":
+        return "escape control characters inside strings (a NUL byte is \\u0000, a tab \\t)"
+    return "each line must be one complete JSON object"
 
 
 def _json_kind(value: object) -> str:
@@ -255,56 +314,73 @@ def scan_parquet(
     id_field: str,
     fields: Sequence[str] = (),
     numeric_fields: Sequence[str] = (),
+    prompt_field: str | None = None,
     task_ids: TaskIds | None = None,
 ) -> SplitScan:
-    """Scan a Parquet task file: its columns must include ``fields``, without nulls."""
+    """Scan a Parquet task file: it must be readable, name each column once, hold only
+    values with a JSON form (:func:`~envhub.tasks._parquet.column_type_problem`), and
+    have ``fields`` as columns without nulls."""
     problems = _Problems(display)
     digest = hashlib.sha256()
     with open(path, "rb") as f:
-        head = f.read(4)
-        digest.update(head)
         for block in iter(lambda: f.read(_BLOCK), b""):
             digest.update(block)
-        size = f.tell()
-        f.seek(max(size - 4, 0))
-        tail = f.read(4)
     sha = digest.hexdigest()
-    if head != b"PAR1" or tail != b"PAR1" or size < 12:
-        problems.error("not-parquet", "not a Parquet file (it does not start and end with 'PAR1')",
-                       hint="write the split with pyarrow or pandas .to_parquet(), or set format = 'jsonl'")
-        return SplitScan(sha256=sha, problems=problems.finish())
     try:
-        import pyarrow.parquet as pq
-    except ImportError:
-        problems.error("missing-dependency", "reading Parquet needs pyarrow, which is not installed",
-                       hint="pip install 'envhub-rl[parquet]'")
+        pf = open_parquet(path)
+    except ParquetUnreadable as e:
+        problems.error(e.code, e.message, hint=e.hint)
         return SplitScan(sha256=sha, problems=problems.finish())
-    try:
-        pf = pq.ParquetFile(path)
-        names = set(pf.schema_arrow.names)
-        required = list(dict.fromkeys((id_field, *fields)))
-        missing = [n for n in required if n not in names]
-        for n in missing:
+    schema = pf.schema_arrow
+    names = set(schema.names)
+    refused: set[str] = set()  # columns already reported for their type
+    for column in schema:
+        found = column_type_problem(column.type)
+        if found is not None:
+            severity, kind = found
+            if severity == "error":
+                refused.add(column.name)
+            text = (f"column {column.name!r} holds {kind} values ({column.type}), which a task (a JSON object) "
+                    "cannot hold" if severity == "error" else
+                    f"column {column.name!r} holds {kind} values ({column.type}): tasks hold them as Python "
+                    "date-time values, which verifiers compare as text such as '2020-01-01 00:00:00'")
+            problems.add(severity, "unsupported-type" if severity == "error" else "date-time-column", text,
+                         hint=type_hint(kind))
+    required = list(dict.fromkeys((id_field, *fields)))
+    for n in required:
+        if n not in names:
             problems.error("missing-field", f"no column {n!r}", hint=f"columns: {', '.join(sorted(names))}")
-        present = [n for n in required if n in names]
-        table = pf.read(columns=present) if present else None
-    except Exception as e:  # pyarrow raises ArrowInvalid, OSError and others for bad files
-        problems.error("invalid-parquet", f"cannot read the Parquet file: {e}")
+    present = [n for n in required if n in names]
+    try:
+        table = read_table(pf, present) if present else None
+    except ParquetUnreadable as e:
+        problems.error(e.code, e.message, hint=e.hint)
         return SplitScan(sha256=sha, problems=problems.finish())
     rows = pf.metadata.num_rows
     task_ids = task_ids if task_ids is not None else TaskIds()
     if table is not None:
+        import pyarrow.types as pat
+
         for n in present:
             column = table.column(n)
             if column.null_count:
                 problems.error("missing-field", f"column {n!r} has {column.null_count} null values")
         for n in numeric_fields:
-            if n in present:
-                import pyarrow.types as pat
-
-                t = table.column(n).type
-                if not (pat.is_integer(t) or pat.is_floating(t)):
-                    problems.error("not-a-number", f"column {n!r} must be numeric, got {t}")
+            if n not in present:
+                continue
+            t = table.column(n).type
+            if not (pat.is_integer(t) or pat.is_floating(t)):
+                problems.error("not-a-number", f"column {n!r} must be numeric, got {t}")
+                continue
+            for i, value in enumerate(table.column(n).to_pylist(), start=1):
+                if value is not None and not _difficulty_in_range(value):
+                    _report_difficulty(problems, n, value, row=i)
+        if prompt_field is not None and prompt_field in present and prompt_field not in refused:
+            t = table.column(prompt_field).type
+            if not _prompt_type(t):
+                problems.error("bad-prompt", f"column {prompt_field!r} must hold strings or chat messages "
+                                             f"(a list of structs with a string 'role'), got {t}",
+                               hint=_PROMPT_HINT)
         if id_field in present:
             for i, task_id in enumerate(table.column(id_field).to_pylist(), start=1):
                 if task_id is None:
@@ -316,6 +392,22 @@ def scan_parquet(
     return SplitScan(rows=rows, sha256=sha, problems=problems.finish())
 
 
+def _prompt_type(t: Any) -> bool:
+    """An Arrow type a prompt column may have: text, or a list of messages with a text role."""
+    import pyarrow.types as pat
+
+    if pat.is_dictionary(t):
+        t = t.value_type
+    if pat.is_string(t) or pat.is_large_string(t) or str(t) == "string_view":
+        return True
+    if pat.is_list(t) or pat.is_large_list(t):
+        item = t.value_type
+        if pat.is_struct(item) and item.get_field_index("role") >= 0:
+            role = item.field("role").type
+            return pat.is_string(role) or pat.is_large_string(role)
+    return False
+
+
 def scan_rows(
     path: Path,
     rows: Callable[[Path], Iterable[Mapping[str, object]]],
@@ -324,6 +416,7 @@ def scan_rows(
     id_field: str,
     fields: Sequence[str] = (),
     numeric_fields: Sequence[str] = (),
+    prompt_field: str | None = None,
     task_ids: TaskIds | None = None,
 ) -> SplitScan:
     """Scan a task file of a plugin's format, through its reader ``rows(path)``: the same
@@ -349,6 +442,12 @@ def scan_rows(
                 value = row.get(name)
                 if value is not None and type(value) not in _NUMBER_TYPES:
                     problems.error("not-a-number", f"row {count}: {name!r} must be a number, got {_json_kind(value)}")
+                elif value is not None and not _difficulty_in_range(value):
+                    _report_difficulty(problems, name, value, row=count)
+            prompt = row.get(prompt_field) if prompt_field is not None else None
+            if prompt is not None and not _valid_prompt(prompt):
+                problems.error("bad-prompt", f"row {count}: {prompt_field!r} must be a string or a list of chat "
+                                             f"messages, got {_json_kind(prompt)}", hint=_PROMPT_HINT)
             if row.get(id_field) is not None:
                 if _valid_id(row[id_field]):
                     task_ids.add(row[id_field])

@@ -29,7 +29,7 @@ from envhub.runtime._types import as_assistant_message
 from envhub_registry._auth import Auth
 from envhub_registry._config import ServeConfig
 from envhub_registry._errors import ApiError, JSONResponse, error_response, from_envhub_error
-from envhub_registry._served import Served, observation_view, score_view, step_view
+from envhub_registry._served import Served, failed_step_view, observation_view, score_view, step_view
 from envhub_registry._sessions import Session, Sessions
 
 __all__ = ["create_app"]
@@ -38,6 +38,9 @@ log = logging.getLogger("envhub_registry")
 
 #: Most tasks in one page of GET .../tasks.
 MAX_PAGE = 1000
+#: The largest integer a query parameter or body field may hold: a 64-bit signed integer,
+#: which JSON libraries read back exactly.
+MAX_QUERY_INT = 2**63 - 1
 
 
 # --- request bodies ----------------------------------------------------------------------------
@@ -56,8 +59,8 @@ class _JudgeContext(_Body):
 class CreateEpisode(_JudgeContext):
     split: str = Field(min_length=1)
     task_id: str | None = None
-    index: int | None = Field(None, ge=0)
-    seed: int | None = None
+    index: int | None = Field(None, ge=0, le=MAX_QUERY_INT, strict=True)
+    seed: int | None = Field(None, ge=-(2**63), le=MAX_QUERY_INT, strict=True)
 
     @model_validator(mode="after")
     def _one_task(self) -> CreateEpisode:
@@ -103,18 +106,30 @@ async def _parse(request: Request, model: type[_Body]) -> Any:
 
 
 def _query_int(request: Request, name: str, default: int | None, *, minimum: int = 0,
-               maximum: int | None = None) -> int | None:
+               maximum: int = MAX_QUERY_INT) -> int | None:
+    """Query parameter ``name`` as an integer from ``minimum`` to ``maximum``, or ``default``
+    when absent. Raises :class:`ApiError` 400 ``invalid-query`` otherwise."""
     text = request.query_params.get(name)
     if text is None or text == "":
         return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise ApiError(400, "invalid-query", f"query parameter {name}={text!r} is not an integer") from None
-    if value < minimum or (maximum is not None and value > maximum):
-        bound = f"from {minimum} to {maximum}" if maximum is not None else f"at least {minimum}"
-        raise ApiError(400, "invalid-query", f"query parameter {name}={value} is out of range: it must be {bound}")
+    bound = f"from {minimum} to {maximum}"
+    digits = text.strip().lstrip("+-")
+    if not digits.isascii() or not digits.isdigit():
+        raise ApiError(400, "invalid-query", f"query parameter {name}={_shown(text)} is not an integer",
+                       hint=f"pass a whole number {bound}")
+    if len(digits.lstrip("0")) > 19:  # past any 64-bit integer; int() would refuse past 4,300 digits
+        raise ApiError(400, "invalid-query", f"query parameter {name}={_shown(text)} is out of range: it must be {bound}",
+                       hint=f"pass a whole number {bound}")
+    value = int(text)
+    if value < minimum or value > maximum:
+        raise ApiError(400, "invalid-query", f"query parameter {name}={value} is out of range: it must be {bound}",
+                       hint=f"pass a whole number {bound}")
     return value
+
+
+def _shown(text: str) -> str:
+    """A query value as an error quotes it: its repr, cut to 40 characters."""
+    return repr(text) if len(text) <= 40 else repr(text[:40]) + "..."
 
 
 # --- the application ---------------------------------------------------------------------------
@@ -254,8 +269,12 @@ class _Api:
         try:
             result = step.result()
         except Exception as e:
-            self.sessions.close(session, "closed", "the environment failed in a step")
-            raise self._environment_error(session.served, e, session.held_out, "this step") from None
+            # Not the client's fault, and not the server's: the episode ends here, with the
+            # failure recorded as its error (as a rollout record records it), reward null.
+            self.sessions.close(session, "done", "the environment failed in a step")
+            failure = self._environment_error(session.served, e, session.held_out, "this step")
+            return JSONResponse(failed_step_view(episode.observation(), episode.messages[before:], failure.message,
+                                                 turns=episode.turns))
         view = step_view(result, episode.messages[before:], turns=episode.turns, truncated=episode.truncated,
                          held_out=session.held_out)
         if result.done:
@@ -293,6 +312,8 @@ class _Api:
     # -- errors --------------------------------------------------------------------------
 
     def _environment_error(self, served: Served, e: Exception, held_out: bool, where: str) -> ApiError:
+        """The 500 ``environment-error`` for ``e``, raised by the environment in ``where``;
+        on a held-out split only the exception's type is named (its text may quote an answer)."""
         if isinstance(e, EnvhubError) and not held_out:
             return ApiError(500, "environment-error", f"{served.name}: {where} failed: {e.message}; the episode is closed",
                             hint=e.hint)

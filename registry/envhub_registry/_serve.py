@@ -128,11 +128,25 @@ def serve(envs: Sequence[Environment], config: ServeConfig, *, access_log: bool 
         sock.close()
 
 
-def configure_logging(verbosity: int) -> None:
-    """Messages to stderr: warnings and start-up by default, each request with ``-v``."""
+class _CleanFormatter(logging.Formatter):
+    """Log lines passed through ``clean``: a request path or a client's text can carry
+    terminal escape sequences, and the log is read on a terminal."""
+
+    def __init__(self, fmt: str, clean: Callable[[str], str]) -> None:
+        super().__init__(fmt)
+        self._clean = clean
+
+    def format(self, record: logging.LogRecord) -> str:
+        return self._clean(super().format(record))
+
+
+def configure_logging(verbosity: int, *, clean: Callable[[str], str] = str) -> None:
+    """Messages to stderr: warnings and start-up by default, each request with ``-v``.
+    Each line passes through ``clean`` (the CLI passes one that neutralises terminal
+    control characters)."""
     level = logging.DEBUG if verbosity >= 2 else logging.INFO if verbosity >= 0 else logging.WARNING
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("envhub serve: %(levelname)s: %(message)s"))
+    handler.setFormatter(_CleanFormatter("envhub serve: %(levelname)s: %(message)s", clean))
     for name in ("envhub_registry", "uvicorn", "uvicorn.error", "uvicorn.access"):
         logger = logging.getLogger(name)
         logger.handlers[:] = [handler]

@@ -20,7 +20,7 @@ from envhub.manifest import dump_manifest
 from envhub.runtime import Environment, Score, StepResult, Task
 from envhub.runtime._types import Observation
 
-__all__ = ["Served", "WITHHELD"]
+__all__ = ["Served", "WITHHELD", "failed_step_view", "observation_view", "score_view", "step_view"]
 
 #: The error shown instead of a verifier's own, on a held-out split (it may quote the answer).
 WITHHELD = "the verifier failed; details are withheld on held-out splits (see the server's log)"
@@ -165,6 +165,14 @@ def step_view(result: StepResult, new_messages: list[dict[str, Any]], *, turns: 
             info["error"] = WITHHELD
     return {"observation": observation_view(result.observation), "new_messages": new_messages,
             "reward": result.reward, "done": result.done, "truncated": truncated, "turns": turns, "info": info}
+
+
+def failed_step_view(observation: Observation, new_messages: list[dict[str, Any]], error: str, *,
+                     turns: int) -> dict[str, Any]:
+    """A step the environment's own code failed in: the episode is over, unscored, and
+    ``error`` (withheld details on a held-out split) says why, as a rollout record would."""
+    return {"observation": observation_view(observation), "new_messages": new_messages, "reward": None,
+            "done": True, "truncated": False, "turns": turns, "info": {"error": error, "environment_error": True}}
 
 
 def score_view(score: Score, *, held_out: bool) -> dict[str, Any]:
