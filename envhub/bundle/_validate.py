@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from envhub.bundle._golden import golden_problems
 from envhub.bundle._paths import bundle_files, escaping_symlinks, resolve_inside
 from envhub.manifest import MANIFEST_FILENAME, Manifest, Split, parse_manifest
 from envhub.manifest._local import local_dependency_problems
@@ -122,6 +123,7 @@ def validate_bundle(path: str | Path, *, max_line_bytes: int = DEFAULT_MAX_LINE_
     keys = dict(_secrets(root, manifest, check, at))
     if check.ok:
         check.problems.extend(_heldout_leaks(root, manifest, keys, shown, plugins))
+    check.problems.extend(golden_problems(root, manifest, shown, at))
     check.problems.extend(_warnings(manifest, at))
     return check
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 
+from envhub.cli._common import registry_option
 from envhub.errors import ExitCode
 from envhub.tasks import DEFAULT_MAX_LINE_BYTES
 
@@ -26,27 +27,42 @@ from envhub.tasks import DEFAULT_MAX_LINE_BYTES
 @click.option("--check-limit", type=click.IntRange(min=1), metavar="N",
               help="With --check, test at most N tasks per split.")
 @click.option("--trust", is_flag=True, envvar="ENVHUB_TRUST", show_envvar=True,
-              help="With --check, run the environment's own code.")
+              help="With --check or --against, run the environments' own code.")
+@click.option("--against", "against", metavar="REF", envvar="ENVHUB_AGAINST", show_envvar=True,
+              help="Replay the golden trajectories through this published version's verifier and this "
+                   "bundle's: fail when a reward changed and score-version did not. REF is an id "
+                   "(NAMESPACE/NAME@VERSION; a bare name: its newest version), or 'newest': the newest "
+                   "published version of each bundle's own name.")
+@registry_option
 @click.option("--files", "as_files", is_flag=True,
               help="PATHS are files (as pre-commit passes them): validate each bundle that holds one, "
                    "once; files outside every bundle are ignored.")
 @click.pass_context
 def validate(ctx: click.Context, paths: tuple[Path, ...], fmt: str, strict: bool, max_line_bytes: int,
-             check: bool, check_limit: int | None, trust: bool, as_files: bool) -> None:
+             check: bool, check_limit: int | None, trust: bool, against: str | None, registry: str | None,
+             as_files: bool) -> None:
     """Check bundles against their manifests, reporting every problem.
 
     PATHS are bundle directories (default: the current one). Checks the manifest, that
     every file it names exists inside the bundle, that task files parse and carry the
     declared fields, that task ids are unique within and across splits, and the recorded
-    row counts and digests. Never imports environment code, except with --check --trust.
+    row counts and digests. Never imports environment code, except with --check or
+    --against, and --trust.
 
     With --check, each valid bundle is also loaded and self-tested, task by task; a
-    failure names the split and task id.
+    failure names the split and task id. Its golden trajectories must still get the
+    rewards recorded beside them.
+
+    With --against REF, each valid bundle's golden trajectories (and REF's) are replayed
+    through both verifiers: a reward that changed while score-version did not is an error
+    naming the task and both rewards; a score-version bumped with no reward change is a
+    warning. A bundle never published is skipped under --against newest.
 
     With --files, PATHS are files inside bundles (a task file, the envhub.toml): each
     bundle holding one is validated once, and files in no bundle are ignored.
 
-    Exit codes: 0 valid, 1 warnings with --strict or a --check failure, 2 errors found.
+    Exit codes: 0 valid, 1 warnings with --strict or a --check or --against failure,
+    2 errors found.
     """
     from envhub.bundle import validate_bundle
 
@@ -60,6 +76,15 @@ def validate(ctx: click.Context, paths: tuple[Path, ...], fmt: str, strict: bool
         for c in checks:
             if c.manifest is not None and not any(p.severity == "error" for p in c.problems):
                 c.problems.extend(_self_test(c, trust=trust, limit=check_limit))
+    compared: dict[Path, dict[str, object]] = {}
+    if against is not None and against != "newest":
+        from envhub.ids import parse_ref
+
+        parse_ref(against)  # a bad REF is refused once, before any bundle is loaded
+    if against is not None:
+        for c in checks:
+            if c.manifest is not None and not any(p.severity == "error" for p in c.problems):
+                c.problems.extend(_against(c, against, registry=registry, trust=trust, compared=compared))
     problems = [p for c in checks for p in c.problems]
     errors = sum(p.severity == "error" for p in problems)
     warnings = len(problems) - errors
@@ -71,14 +96,15 @@ def validate(ctx: click.Context, paths: tuple[Path, ...], fmt: str, strict: bool
             "ok": errors == 0 and not (strict and warnings),
             "errors": errors,
             "warnings": warnings,
-            "bundles": [c.to_dict() for c in checks],
+            "bundles": [{**c.to_dict(), **({"against": compared[c.path]} if c.path in compared else {})}
+                        for c in checks],
             "problems": [p.to_dict() for p in problems],
         })
     elif fmt == "github":
         for p in problems:
             click.echo(p.github())
     else:
-        _print_text(checks, ctx.obj["verbosity"])
+        _print_text(checks, ctx.obj["verbosity"], compared)
 
     if static_errors:
         ctx.exit(ExitCode.USAGE_ERROR)
@@ -111,6 +137,7 @@ def _self_test(check, *, trust: bool, limit: int | None) -> list:  # type: ignor
     from envhub.problems import Problem
     from envhub.runtime import load
     from envhub.runtime._check import self_test
+    from envhub.runtime._golden import check_recorded
 
     manifest_file = str(check.path / "envhub.toml")
     try:
@@ -120,11 +147,46 @@ def _self_test(check, *, trust: bool, limit: int | None) -> list:  # type: ignor
                         file=manifest_file, hint=e.hint)]
     with env:
         result = self_test(env, limit=limit, manifest_file=manifest_file)
+        golden = check_recorded(env, shown_root=check.path.as_posix())
     check.self_test = {"tasks": result.tasks, "with_reference": result.with_reference, "episodes": result.episodes}
+    return [*result.problems, *golden]
+
+
+def _against(check, ref: str, *, registry: str | None, trust: bool,  # type: ignore[no-untyped-def]
+             compared: dict[Path, dict[str, object]]) -> list:
+    """The --against problems of one statically valid bundle; what was replayed goes into
+    ``compared`` under the bundle's path."""
+    from envhub.errors import EnvhubError, EnvNotFoundError
+    from envhub.problems import Problem
+    from envhub.runtime import load
+    from envhub.runtime._golden import compare
+
+    manifest_file = str(check.path / "envhub.toml")
+    name = check.manifest.environment.name
+    target = name if ref == "newest" else ref
+    try:
+        old = load(target, trust_code=trust, registry=registry, locked=False)
+    except EnvNotFoundError:
+        if ref == "newest":  # never published: nothing to be comparable with
+            compared[check.path] = {"against": None, "compared": 0, "changed": 0, "skipped": 0}
+            return []
+        raise
+    except EnvhubError as e:
+        return [Problem("error", "against-load", f"cannot load {target} for --against: {e.message}",
+                        file=manifest_file, hint=e.hint)]
+    with old:
+        try:
+            new = load(check.path, trust_code=trust)
+        except EnvhubError as e:
+            return [Problem("error", "against-load", f"cannot load the environment for --against: {e.message}",
+                            file=manifest_file, hint=e.hint)]
+        with new:
+            result = compare(new, old, manifest_file=manifest_file, shown_root=check.path.as_posix())
+    compared[check.path] = result.to_dict()
     return result.problems
 
 
-def _print_text(checks, verbosity: int) -> None:  # type: ignore[no-untyped-def]
+def _print_text(checks, verbosity: int, compared: dict[Path, dict[str, object]]) -> None:  # type: ignore[no-untyped-def]
     from envhub.cli._output import color_enabled, printable
 
     color = color_enabled(sys.stdout)
@@ -153,6 +215,13 @@ def _print_text(checks, verbosity: int) -> None:  # type: ignore[no-untyped-def]
                 played = check.self_test
                 summary += (f"; --check played {played['episodes']} episode(s) on {played['tasks']} task(s), "
                             f"{played['with_reference']} with a reference")
+            if check.path in compared:
+                against = compared[check.path]
+                if against["against"] is None:
+                    summary += f"; --against newest: {env.name} was never published there, nothing compared"
+                else:
+                    summary += (f"; --against {against['against']} replayed {against['compared']} golden "
+                                f"trajectory(ies), {against['changed']} changed reward")
             if verbosity > 0:
                 for s in check.splits:
                     held = " held-out" if s.held_out else ""
