@@ -130,7 +130,9 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         code = ExitCode.INTERRUPTED
     except click.ClickException as e:
         if as_json:
-            _print_json_error("UsageError", e.format_message(), None, ExitCode.USAGE_ERROR)
+            context = getattr(e, "ctx", None)
+            hint = f"run '{context.command_path} --help' for usage" if context is not None else None
+            _print_json_error("UsageError", e.format_message(), hint, ExitCode.USAGE_ERROR)
         else:
             e.show()
         code = ExitCode.USAGE_ERROR

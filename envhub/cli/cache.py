@@ -30,6 +30,11 @@ def list_(as_json: bool) -> None:
         emit_json([{"name": e.name, "version": e.version, "kind": e.kind, "digest": e.digest,
                     "size": e.size, "path": str(e.path)} for e in entries])
         return
+    if not entries:
+        from envhub.cli._output import message
+
+        message(f"envhub: the cache ({_cache().root}) holds no bundles; 'envhub pull REF' fetches one")
+        return
     for e in entries:
         label = f"{e.name}@{e.version}" if e.name else "?"
         click.echo(f"{label:<40} {e.kind:<8} {e.size:>12}  {e.digest[:19]}...  {e.path}")

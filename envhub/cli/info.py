@@ -11,6 +11,7 @@ from envhub.cli._common import json_option, offline_option, registry_option
 from envhub.cli._output import echo
 
 if TYPE_CHECKING:
+    from envhub.bundle import SplitFacts
     from envhub.manifest import Manifest
 
 
@@ -22,14 +23,18 @@ if TYPE_CHECKING:
 def info(target: str, registry: str | None, offline: bool, as_json: bool) -> None:
     """Describe an environment: metadata, protocol, verifier, state and splits.
 
-    PATH|REF is a bundle directory (default: the current one) or a registry id such as
-    acme/env or acme/env@1.2.0, which is pulled (verified, cached) first.
+    PATH|REF is a bundle directory (default: the current one), a registry id such as
+    acme/env or acme/env@1.2.0, which is pulled (verified, cached) first, or the URL of an
+    environment served by 'envhub serve' (http://HOST:PORT/NAMESPACE/NAME).
     """
     from envhub.bundle import SplitFacts, validate_bundle
     from envhub.errors import BundleError
 
     published: dict[str, object] = {}
-    if Path(target).exists() or "/" not in target or target.startswith((".", "/", "~")):
+    served: dict[str, object] = {}
+    if target.startswith(("http://", "https://")):
+        m, splits, path, served = _served(target)
+    elif Path(target).exists() or "/" not in target or target.startswith((".", "/", "~")):
         check = validate_bundle(Path(target))
         if not check.ok or check.manifest is None:
             raise BundleError(f"{target}: the bundle is invalid", [p for p in check.problems if p.severity == "error"],
@@ -69,6 +74,7 @@ def info(target: str, registry: str | None, offline: bool, as_json: bool) -> Non
         "splits": [vars(s) for s in splits],
         "path": str(path),
         **published,
+        **served,
     }
     if as_json:
         from envhub.cli._output import emit_json
@@ -93,12 +99,25 @@ def info(target: str, registry: str | None, offline: bool, as_json: bool) -> Non
         echo(f"  digest:    {published['digest']}  (published {published['published-at']})")
         if published["yanked"]:
             echo(f"  yanked:    {published['yank-reason']}")
+    if served:
+        echo(f"  served by: {served['served-by']}  (digest {served['digest']})")
     echo("  splits:")
     for s in splits:
         held = "  held-out" if s.held_out else ""
-        if s.held_out and not _keyed_split_here(m, s.name, Path(path)):
+        if s.held_out and not served and not _keyed_split_here(m, s.name, Path(path)):
             held += ", not in this copy (its key is in the held-out store)"
         echo(f"    {s.name:<10} {s.rows if s.rows is not None else '?':>8} tasks{held}")
+
+
+def _served(url: str) -> tuple[Manifest, list[SplitFacts], str, dict[str, object]]:
+    """What the server says of the environment it serves at ``url`` (as ``envhub eval`` takes it)."""
+    from envhub.bundle import SplitFacts
+    from envhub.runtime import load
+    from envhub.settings import load_settings
+
+    with load(url, settings=load_settings()) as env:
+        splits = [SplitFacts(s.name, s.held_out, s.rows) for s in env.splits.values()]
+        return env.manifest, splits, url, {"served-by": url, "digest": env.digest}
 
 
 def _keyed_split_here(m: Manifest, name: str, root: Path) -> bool:

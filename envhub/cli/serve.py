@@ -73,5 +73,8 @@ def serve(ctx: click.Context, targets: tuple[str, ...], host: str | None, port: 
         for env in envs:
             echo(f"{base_url}/{env.name}")
         echo(f"envhub serve: serving {len(envs)} environment(s) on {base_url} (Ctrl+C to stop)", err=True)
+        # The lines on stdout are for envhub.load and envhub eval; a browser or curl wants a route.
+        for env in envs:
+            echo(f"  {env.name}: {base_url}/v1/environments/{env.name} describes it", err=True)
 
     run_server(envs, config, access_log=access_log, on_ready=ready)
