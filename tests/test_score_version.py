@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import shutil
 from pathlib import Path
 
 import pytest
@@ -283,3 +284,26 @@ def test_the_score_version_hook_fails_a_commit_that_changes_a_reward(tmp_path: P
                                  "dev/de: reward 0 under acme/capitals 1.0.0, 1 now, but score-version is still 1\n")
     bundle(tmp_path / "envs" / "capitals", version="1.1.0", verifier=CASE_INSENSITIVE, score_version=2)
     assert run_envhub(*entry[1:], "--registry", registry, *changed, cwd=tmp_path).code == 0
+
+
+def test_the_arith_examples_golden_lines_catch_a_loosened_tolerance(tmp_path: Path) -> None:
+    """example_envs/arith-word-problems ships golden lines; with tolerance 0.5 instead of 0, '8.4'
+    for 8 scores 1 where the published version gave 0."""
+    registry = str(tmp_path / "registry")
+    source = ROOT / "example_envs" / "arith-word-problems"
+    pushed = run_envhub("push", str(source), "--registry", registry)
+    assert pushed.code == 0, pushed.err
+    loosened = tmp_path / "arith"
+    shutil.copytree(source, loosened)
+    manifest = loosened / "envhub.toml"
+    manifest.write_text(manifest.read_text().replace("tolerance = 0.0 ", "tolerance = 0.5 ", 1))
+    result = run_envhub("validate", "arith", "--against", "newest", "--registry", registry, cwd=tmp_path)
+    assert result.code == 1
+    assert result.out == (
+        "arith/golden/trajectories.jsonl:9: error: environment.score-version: dev/arith-dev-00001: reward 0 under "
+        "envhub-examples/arith-word-problems 1.0.2, 1 now, but score-version is still 1\n"
+        "  hint: bump [environment] score-version to 2 if the change is intended (rewards are no longer comparable "
+        "with envhub-examples/arith-word-problems 1.0.2), else make the verifier score as before\n"
+        "invalid: envhub-examples/arith-word-problems 1.0.2 (arith): 1 error(s), 0 warning(s)\n")
+    unchanged = run_envhub("validate", "--strict", str(source), "--against", "newest", "--registry", registry)
+    assert (unchanged.code, unchanged.err) == (0, "")
