@@ -464,7 +464,9 @@ def test_heldout_session_never_returns_an_answer(server: Server, tmp_path: Path,
             raw("POST", f"/v1/environments/{name}/episodes", {"split": "test", "task_id": "missing"})
             raw("POST", f"/v1/environments/{name}/episodes", {"split": "test"})
         statuses = {(json.loads(b).get("error") or {}).get("status", 200) for b in raw.bodies}
-        assert statuses >= {200, 400, 404, 409, 500}, statuses
+        assert statuses >= {200, 400, 404, 409}, statuses
+        # the environment's code failed in a step ("boom"), and that recorded error was scanned too
+        assert any(b'"environment_error":true' in b for b in raw.bodies)
         assert len(raw.bodies) > 100
         assert raw.leaks() == []
         # the right answers were sent, and did score: the scan is not vacuous
