@@ -11,6 +11,7 @@ from pydantic import ValidationError
 
 from envhub import _toml
 from envhub.errors import ManifestError
+from envhub.manifest._limits import limit_problems, size_problem
 from envhub.manifest._locate import locate
 from envhub.manifest._models import MANIFEST_VERSION, Manifest
 from envhub.manifest._plugins import plugin_problems
@@ -36,7 +37,13 @@ def parse_manifest(source: str | bytes, *, file: str = MANIFEST_FILENAME,
     every problem found; never raises for bad input.
 
     Names that are not built in (a plugin's verifier kind, ...) are checked against
-    ``plugins`` (default: this process's plugin manager), which is only consulted then."""
+    ``plugins`` (default: this process's plugin manager), which is only consulted then.
+
+    A manifest past a size limit (spec section 2.1) is refused at once, with only that problem."""
+    size = len(source) if isinstance(source, bytes) else len(source.encode("utf-8", "surrogatepass"))
+    too_large = size_problem(size, file=file)
+    if too_large:
+        return None, [too_large]
     if isinstance(source, bytes):
         try:
             text = source.decode("utf-8")
@@ -68,6 +75,9 @@ def parse_manifest(source: str | bytes, *, file: str = MANIFEST_FILENAME,
 def validate_manifest_data(data: dict[str, Any], *, file: str = MANIFEST_FILENAME, text: str = "",
                            plugins: PluginManager | None = None) -> tuple[Manifest | None, list[Problem]]:
     """Validate already-parsed manifest data (see :func:`parse_manifest`)."""
+    over = limit_problems(data, file=file, text=text)
+    if over:
+        return None, over
     declared = data.get("manifest-version", MANIFEST_VERSION)
     if type(declared) is int and declared > MANIFEST_VERSION:
         position = locate(text, ["manifest-version"])

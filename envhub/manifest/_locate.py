@@ -8,6 +8,7 @@ effort: a location it cannot place is reported without a line.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Sequence
 
@@ -59,13 +60,27 @@ def _lines(text: str) -> list[tuple[int, int, Path, str]]:
     return out
 
 
+@functools.lru_cache(maxsize=4)
+def _index(text: str) -> dict[tuple[str | int, ...], list[tuple[int, int, Path, str]]]:
+    # One scan per text, however many problems it has: each is looked up by its path's
+    # prefixes, so a manifest with thousands of problems is not scanned thousands of times.
+    index: dict[tuple[str | int, ...], list[tuple[int, int, Path, str]]] = {}
+    for entry in _lines(text):
+        index.setdefault(tuple(entry[2]), []).append(entry)
+    return index
+
+
 def locate(text: str, loc: Sequence[str | int]) -> tuple[int, int] | None:
     """The (line, column) of the line that best matches ``loc``, both 1-based."""
     want = list(loc)
     if not want:
         return None
+    index = _index(text)
+    # Only lines whose path is a prefix of ``want`` can match; visit them in file order.
+    candidates = sorted((entry for k in range(len(want) + 1) for entry in index.get(tuple(want[:k]), ())),
+                        key=lambda entry: entry[0])
     best: tuple[int, int, int] | None = None  # (matched, line, column)
-    for number, column, path, rest in _lines(text):
+    for number, column, path, rest in candidates:
         matched = _common_prefix(path, want)
         if matched != len(path) or (best is not None and matched <= best[0]):
             continue

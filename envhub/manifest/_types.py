@@ -67,6 +67,11 @@ def _check_bundle_path(value: str) -> str:
         )
     if "\\" in value:
         raise ValueError(f"path {value!r} uses '\\': write paths with '/'")
+    control = sorted({c for c in value if ord(c) < 0x20 or ord(c) == 0x7F})
+    if control:
+        shown = ", ".join(repr(c) for c in control)
+        raise ValueError(f"path {value!r} contains the control character(s) {shown}: "
+                         "name a file without control characters")
     parts = value.rstrip("/").split("/")
     if ".." in parts:
         raise ValueError(f"path {value!r} leaves the bundle: use a path inside the bundle directory")
@@ -121,6 +126,12 @@ def _check_regex(value: str) -> str:
         re.compile(value)
     except re.error as e:
         raise ValueError(f"invalid regular expression {value!r}: {e}") from None
+    except OverflowError:
+        # A repetition count past the engine's limit, such as 'a{99999999999}'.
+        raise ValueError(f"invalid regular expression {value!r}: a repetition count is too large "
+                         "(the limit is 4294967294)") from None
+    except RecursionError:
+        raise ValueError(f"invalid regular expression {value!r}: groups are nested too deeply") from None
     return value
 
 

@@ -18,6 +18,15 @@ def _compile(pattern: str, flags: int) -> re.Pattern[str]:
     return re.compile(pattern, flags)
 
 
+def _reason(error: Exception) -> str:
+    # re.error says where; the engine's two other refusals are bare.
+    if isinstance(error, OverflowError):
+        return "a repetition count is too large (the limit is 4294967294)"
+    if isinstance(error, RecursionError):
+        return "groups are nested too deeply"
+    return str(error)
+
+
 class RegexVerifier(Verifier):
     """Reward 1 when the completion matches (``re.search``, or ``re.fullmatch`` with
     ``full-match``) the pattern, else 0. The completion is matched as it is, not stripped."""
@@ -36,8 +45,8 @@ class RegexVerifier(Verifier):
         if spec.pattern is not None:
             try:
                 self.pattern = re.compile(spec.pattern, self.flags)
-            except re.error as e:
-                raise VerifierError(f"invalid regular expression {spec.pattern!r}: {e}") from e
+            except (re.error, OverflowError, RecursionError) as e:
+                raise VerifierError(f"invalid regular expression {spec.pattern!r}: {_reason(e)}") from e
 
     def _pattern_for(self, task: Task) -> re.Pattern[str]:
         if self.pattern is not None:
@@ -51,9 +60,9 @@ class RegexVerifier(Verifier):
             )
         try:
             return _compile(source, self.flags)
-        except re.error as e:
+        except (re.error, OverflowError, RecursionError) as e:
             raise VerifierError(
-                f"task {task.id!r} field {self.pattern_field!r} is not a valid regular expression: {e}"
+                f"task {task.id!r} field {self.pattern_field!r} is not a valid regular expression: {_reason(e)}"
             ) from e
 
     def score(self, task: Task, trajectory: Trajectory, *, state: Any = None) -> Score:
