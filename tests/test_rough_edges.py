@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import signal
 import socket
 import stat
@@ -333,3 +334,33 @@ def test_a_guides_pytest_command_checks_only_that_bundle() -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     collected = [line for line in proc.stdout.splitlines() if "::" in line]
     assert collected and all(line.startswith("example_envs/word-guess/envhub.toml::") for line in collected)
+
+
+def _blocks(page: Path) -> list[str]:
+    """The fenced blocks of a page, without their fences."""
+    parts = page.read_text(encoding="utf-8").split("```")
+    return [part.split("\n", 1)[1] for part in parts[1::2]]
+
+
+def test_getting_started_shows_what_validate_prints(tmp_path: Path) -> None:
+    """The page's two examples, made again: two manifest typos reported together; then, in a
+    valid manifest's task files, a row without its answer and a duplicate id together."""
+    blocks = [b for b in _blocks(_ROOT / "docs" / "getting-started.md") if b.startswith("sql-shop/")]
+    assert len(blocks) == 2
+    assert run_envhub("init", "acme/sql-shop", "--protocol", "tool-use", "--state", "sqlite", cwd=tmp_path).code == 0
+    clean = tmp_path / "clean"
+    shutil.copytree(tmp_path / "sql-shop", clean)
+    manifest = tmp_path / "sql-shop" / "envhub.toml"
+    manifest.write_text(manifest.read_text(encoding="utf-8").replace('field = "answer"', 'feild = "answer"')
+                        .replace("max-turns = ", "max-turn = "), encoding="utf-8")
+    typos = run_envhub("validate", "sql-shop", cwd=tmp_path)
+    assert (typos.code, typos.out) == (2, blocks[0])
+    shutil.rmtree(tmp_path / "sql-shop")
+    shutil.copytree(clean, tmp_path / "sql-shop")
+    train = tmp_path / "sql-shop" / "tasks" / "train.jsonl"
+    rows = train.read_text(encoding="utf-8").splitlines()
+    rows[2] = rows[2].replace("shop-train-003", "shop-train-001")
+    rows[3] = rows[3].replace('"answer":', '"anwser":')
+    train.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    rows_wrong = run_envhub("validate", "sql-shop", cwd=tmp_path)
+    assert (rows_wrong.code, rows_wrong.out) == (2, blocks[1])
