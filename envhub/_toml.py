@@ -63,7 +63,7 @@ def loads(text: str) -> dict[str, Any]:
             digits = match.group("digits")
             if digits and len(digits.replace("_", "")) > limit:
                 raise _Refused(
-                    f"an integer of {len(digits.replace('_', ''))} digits; TOML integers are 64-bit",
+                    f"an integer of {len(digits.replace('_', '')):,} digits; TOML integers are 64-bit",
                     text, match.start()) from e
         raise _Refused("a number too long to read; TOML integers are 64-bit", text, 0) from e
 
