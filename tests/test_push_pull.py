@@ -158,10 +158,13 @@ PICKS = [
 def test_pull_picks_highest_matching_non_yanked(many_versions: Path, envhub_cli, ref: str, version: str | None,
                                                 err: str) -> None:
     result = envhub_cli("pull", ref, "--registry", str(many_versions), "--json")
-    assert result.err == err
     if version is None:
         assert (result.code, result.out) == (2, "")
+        error = json.loads(result.err)["error"]  # with --json, the error is JSON too
+        assert (error["kind"], error["exit_code"]) == ("EnvNotFoundError", 2)
+        assert f"envhub: error: {error['message']}\n  hint: {error['hint']}\n" == err
     else:
+        assert result.err == err
         assert result.code == 0
         assert json.loads(result.out)["version"] == version
 
