@@ -78,9 +78,12 @@ def test_a_cached_pin_learns_of_a_yank_and_pull_warns(registry: Path) -> None:
     assert (first.code, first.err.startswith("Pulled acme/demo@0.1.0")) == (0, True), first.err
     yanked = run_envhub("yank", f"{NAME}@0.1.0", "--reason", "wrong answers", "--registry", str(registry))
     assert yanked.code == 0, yanked.err
+    warning = "envhub: warning: acme/demo@0.1.0 is yanked: wrong answers; using it because it was pinned exactly\n"
+    shown = run_envhub("info", f"{NAME}@0.1.0", "--registry", str(registry), "--json")
+    assert (shown.code, shown.err) == (0, warning)
+    assert (json.loads(shown.out)["yanked"], json.loads(shown.out)["yank-reason"]) == (True, "wrong answers")
     warm = run_envhub("pull", f"{NAME}@0.1.0", "--registry", str(registry), "--json")
-    assert warm.code == 0, warm.err
-    assert warm.err == "envhub: warning: acme/demo@0.1.0 is yanked: wrong answers; using it because it was pinned exactly\n"
+    assert (warm.code, warm.err) == (0, warning)
     data = json.loads(warm.out)
     assert (data["cached"], data["yanked"], data["yank-reason"]) == (True, True, "wrong answers")
     # The cache now knows: offline, it says so too.

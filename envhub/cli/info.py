@@ -46,6 +46,10 @@ def info(target: str, registry: str | None, offline: bool, as_json: bool) -> Non
 
         settings, _, url = registry_context(registry)
         result = pull(target, url, settings, offline=offline or settings.offline)
+        if result.cached and not (offline or settings.offline):
+            from envhub.cli.pull import with_current_yank
+
+            result = with_current_yank(result, target, url, settings)
         if result.warning:
             echo(f"envhub: warning: {result.warning}", err=True)
         entry = result.entry

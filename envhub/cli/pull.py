@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from envhub.hub import PullResult
     from envhub.settings import Settings
 
-__all__ = ["pull"]
+__all__ = ["pull", "with_current_yank"]
 
 
 @click.command()
@@ -40,7 +40,7 @@ def pull(ref: str, registry: str | None, with_heldout: bool, out_dir: Path | Non
     result = do_pull(ref, url, settings, with_heldout=with_heldout, heldout_url=config.heldout_url(),
                      offline=offline)
     if result.cached and not offline:  # a cached exact pin was served without reading the index
-        result = _with_current_yank(result, ref, url, settings)
+        result = with_current_yank(result, ref, url, settings)
     if result.warning:
         click.echo(f"envhub: warning: {result.warning}", err=True)
     where = materialize(result, out_dir) if out_dir else result.path
@@ -55,7 +55,7 @@ def pull(ref: str, registry: str | None, with_heldout: bool, out_dir: Path | Non
     click.echo(str(where))
 
 
-def _with_current_yank(result: PullResult, ref: str, url: str, settings: Settings) -> PullResult:
+def with_current_yank(result: PullResult, ref: str, url: str, settings: Settings) -> PullResult:
     """``result`` of a warm pull, with the yank status the registry gives its version now.
 
     A cached exact pin is served without reading the index; a yank made since (here or on
