@@ -63,6 +63,20 @@ def test_bad_ref_on_the_command_line(text: str, message: str, tmp_path: Path) ->
     assert (r.code, r.out, r.err) == (2, "", f"envhub: error: {message}\n")
 
 
+def test_overlong_ref_in_info(tmp_path: Path) -> None:
+    # Too long for a file name: once 'File name too long' while info checked for a directory.
+    r = run_envhub("info", f"a/b@{BIG}", cwd=tmp_path)
+    assert (r.code, r.out, r.err) == (2, "", f"envhub: error: {BAD_REFS[0][2]}\n")
+
+
+def test_overlong_path_in_validate(tmp_path: Path) -> None:
+    r = run_envhub("validate", "a" * 300, cwd=tmp_path)
+    assert (r.code, r.err) == (2, "")
+    assert r.out == (f"{'a' * 300}: error: no such directory\n"
+                     "  hint: pass a bundle directory (one with an envhub.toml)\n"
+                     f"invalid: {'a' * 300}: 1 error(s), 0 warning(s)\n")
+
+
 def test_bad_ref_in_add(tmp_path: Path) -> None:
     (tmp_path / "pyproject.toml").write_text('[project]\nname = "p"\nversion = "0"\n')
     r = run_envhub("add", f"a/b@{BIG}", cwd=tmp_path)

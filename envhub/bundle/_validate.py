@@ -93,7 +93,11 @@ def validate_bundle(path: str | Path, *, max_line_bytes: int = DEFAULT_MAX_LINE_
         return f"{display_root}/{rel}" if display_root not in ("", ".") else rel
 
     manifest_file = shown(MANIFEST_FILENAME)
-    if not root.is_dir():
+    try:
+        is_dir = root.is_dir()
+    except OSError:  # a name the file system cannot hold (too long): no such directory either
+        is_dir = False
+    if not is_dir:
         problem = Problem("error", "not-found", "no such directory", file=str(path),
                           hint="pass a bundle directory (one with an envhub.toml)")
         return BundleCheck(root, None, [problem])

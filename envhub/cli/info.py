@@ -34,7 +34,7 @@ def info(target: str, registry: str | None, offline: bool, as_json: bool) -> Non
     served: dict[str, object] = {}
     if target.startswith(("http://", "https://")):
         m, splits, path, served = _served(target)
-    elif Path(target).exists() or "/" not in target or target.startswith((".", "/", "~")):
+    elif _exists(target) or "/" not in target or target.startswith((".", "/", "~")):
         check = validate_bundle(Path(target))
         if not check.ok or check.manifest is None:
             raise BundleError(f"{target}: the bundle is invalid", [p for p in check.problems if p.severity == "error"],
@@ -111,6 +111,13 @@ def info(target: str, registry: str | None, offline: bool, as_json: bool) -> Non
         if s.held_out and not served and not _keyed_split_here(m, s.name, Path(path)):
             held += ", not in this copy (its key is in the held-out store)"
         echo(f"    {s.name:<10} {s.rows if s.rows is not None else '?':>8} tasks{held}")
+
+
+def _exists(target: str) -> bool:
+    try:
+        return Path(target).exists()
+    except OSError:  # a name too long to be a file (an overlong id): not a path
+        return False
 
 
 def _served(url: str) -> tuple[Manifest, list[SplitFacts], str, dict[str, object]]:
