@@ -233,7 +233,6 @@ REQUIREMENTS = [
     ("acme/a~=1.2", Requirement("acme/a", SpecifierSet("~=1.2")), None, False),
     ("acme/a@2.0rc1", Requirement("acme/a", SpecifierSet("==2.0rc1")), Version("2.0rc1"), True),
     ("acme/a>=2.0b1,<3", Requirement("acme/a", SpecifierSet(">=2.0b1,<3")), None, True),
-    ("acme/a===foo", Requirement("acme/a", SpecifierSet("===foo")), None, False),
 ]
 
 
@@ -252,6 +251,8 @@ def test_str_of_a_requirement_parses_back() -> None:
 
 
 BAD_REQUIREMENTS = [
+    ("acme/a===foo", "invalid version specifier '===foo' in 'acme/a===foo': '===foo' names no PEP 440 version, so "
+                     "no published version can match it; write '===' with a version such as '===1.0.0', or use '=='"),
     ("acme", "invalid environment id 'acme': expected 'namespace/name', e.g. 'acme/sql-shop'"),
     ("Acme/A>=1", "invalid environment id 'Acme/A': ids are lowercase; did you mean 'acme/a'?"),
     ("acme/a@", "invalid version '' in 'acme/a@': not a PEP 440 version (e.g. '1.2.0', '2.0rc1')"),
