@@ -13,6 +13,10 @@ a difficulty level. A task's seed becomes an entry in one of two ways (``seeding
   ``size = 1``, for the datasets that make all their entries up front or cap their size.
   For a dataset that draws from ``Random(seed + i)`` both give the same task.
 
+Some datasets give up on a few seeds (``countdown`` after 100 random attempts), or make a
+task without an answer: such a seed is drawn again, deterministically, from the seed offset
+by 2^32 (see :data:`REDRAWS`).
+
 Either way the same (dataset, level, seed) gives the same task in every process
 (``scripts/generate_bundles.py`` ships only datasets for which that holds, and records the
 seeding a dataset needs in its manifest's ``[config.params]``).
@@ -47,6 +51,12 @@ SIZE = 2**31
 BASE_SEED = 0
 #: How a task's seed becomes a dataset entry (see the module's docstring).
 SEEDINGS = ("index", "dataset")
+#: How many times a seed is drawn again when reasoning-gym fails to make its entry (some
+#: datasets give up after a number of random attempts) or makes one without an answer;
+#: redraw k uses the seed offset by k * REDRAW_STRIDE (the base seed of the dataset for
+#: seeding "index"), which no split uses.
+REDRAWS = 8
+REDRAW_STRIDE = 2**32
 
 
 class DatasetError(ValueError):
@@ -99,17 +109,17 @@ def _build(name: str, level: int | None, seed: int, size: int) -> Any:
     return dataset_cls(config=curriculum.generate_configuration({"seed": seed, "size": size}))
 
 
-def dataset(name: str, level: int | None, *, size: int = SIZE) -> Any:
-    """Dataset ``name`` configured for difficulty ``level`` (0 = easiest) with
-    ``seed = 0``, made once per process and kept: its curriculum's configuration at that
+def dataset(name: str, level: int | None, *, size: int = SIZE, seed: int = BASE_SEED) -> Any:
+    """Dataset ``name`` configured for difficulty ``level`` (0 = easiest) with ``seed``
+    and ``size``, made once per process and kept: its curriculum's configuration at that
     global level, or, for ``level=None``, reasoning-gym's default configuration.
 
     Raises :class:`DatasetError` for an unknown dataset or a level it does not have."""
-    key = (name, level, size)
+    key = (name, level, size, seed)
     with _lock:
         found = _datasets.get(key)
         if found is None:
-            found = _datasets[key] = _build(name, level, BASE_SEED, size)
+            found = _datasets[key] = _build(name, level, seed, size)
         return found
 
 
@@ -122,13 +132,28 @@ def forget() -> None:
 
 
 @functools.lru_cache(maxsize=1024)
-def _entry(name: str, level: int | None, seed: int, seeding: str) -> dict[str, Any]:
-    # Kept a while: the verifier scores against the entry the generator just made.
-    if seeding == "dataset":
-        entry: dict[str, Any] = _build(name, level, seed, 1)[0]
-    else:
-        entry = dataset(name, level)[seed]
-    return entry
+def _entry(name: str, level: int | None, seed: int, seeding: str) -> tuple[int, dict[str, Any]]:
+    """The entry for ``seed``, and how many times it was drawn again (see :data:`REDRAWS`).
+    Kept a while: the verifier scores against the entry the generator just made."""
+    failures: list[Exception] = []
+    for redraw in range(REDRAWS + 1):
+        offset = redraw * REDRAW_STRIDE
+        try:
+            if seeding == "dataset":
+                entry: dict[str, Any] = _build(name, level, seed + offset, 1)[0]
+            else:
+                entry = dataset(name, level, seed=BASE_SEED + offset)[seed]
+            if not isinstance(entry.get("answer"), str) or not entry["answer"].strip():
+                # Unanswerable as made (a string manipulation that leaves nothing): a failed draw.
+                raise ValueError(f"reasoning-gym made a task whose answer is {entry.get('answer')!r}")
+            return redraw, entry
+        except (DatasetError, TimeoutError, MemoryError):
+            raise  # not a draw that failed: an unknown dataset or level, or the process's limits
+        except Exception as e:
+            failures.append(e)
+    first = failures[0]
+    raise DatasetError(f"reasoning-gym's {name!r} fails to make a task for seed {seed} at level {level!r}, "
+                       f"{len(failures)} draws in a row: {type(first).__name__}: {first}") from first
 
 
 def _scorer(name: str, level: int | None, seeding: str) -> Any:
@@ -161,11 +186,12 @@ def generate(seed: int, split: str = "train", difficulty: int | None = None,
     (made as ``params.get("seeding", "index")`` says): its question as ``prompt``, its
     ``answer`` and ``metadata`` (as JSON carries them: tuples become lists, sets sorted
     lists, other objects text), the ``difficulty``, the ``dataset``, ``seed`` and
-    ``seeding`` it was made with, and a ``reference`` completion that scores 1.0.
+    ``seeding`` it was made with, how many times the seed was drawn again (``redraw``, see
+    :data:`REDRAWS`; almost always 0), and a ``reference`` completion that scores 1.0.
 
     Raises ValueError when ``params`` names no dataset and for a seed outside
     ``[0, SIZE)``; :class:`DatasetError` (a ValueError) for an unknown dataset, seeding, or
-    a level the dataset does not have."""
+    a level the dataset does not have, and when reasoning-gym fails on every draw."""
     params = params or {}
     name = params.get("dataset")
     if not isinstance(name, str) or not name:
@@ -174,7 +200,7 @@ def generate(seed: int, split: str = "train", difficulty: int | None = None,
     seeding = _seeding(params.get("seeding", "index"))
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < SIZE:
         raise ValueError(f"seed {seed!r} is outside the reasoning-gym generator's range [0, {SIZE})")
-    entry = _entry(name, difficulty, seed, seeding)
+    redraw, entry = _entry(name, difficulty, seed, seeding)
     plain = json.loads(json.dumps({"question": entry["question"], "answer": entry["answer"],
                                    "metadata": entry.get("metadata", {})}, default=_plain))
     answer = plain["answer"]
@@ -187,6 +213,7 @@ def generate(seed: int, split: str = "train", difficulty: int | None = None,
         "dataset": name,
         "seed": seed,
         "seeding": seeding,
+        "redraw": redraw,
         "reference": reference(answer if isinstance(answer, str) else json.dumps(answer)),
     }
 
@@ -206,7 +233,7 @@ def _scored_entry(name: str, task: Mapping[str, Any], seeding: str) -> Mapping[s
     the lists JSON turned them into); any other task row is taken as it is."""
     seed = task.get("seed")
     if isinstance(seed, int) and not isinstance(seed, bool) and 0 <= seed < SIZE:
-        entry = _entry(name, task.get("difficulty"), seed, seeding)
+        _, entry = _entry(name, task.get("difficulty"), seed, seeding)
         if entry["question"] != task.get("prompt"):
             raise DatasetError(f"task {task.get('id')!r} is not the task reasoning-gym's {name!r} makes for seed "
                                f"{seed} at level {task.get('difficulty')!r}: its prompt differs")

@@ -15,8 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from envhub.manifest import OptionsModel
-from envhub.runtime import Score
-from envhub.runtime._types import Task, Trajectory
+from envhub.runtime import Score, Task, Trajectory
 from envhub.runtime.verifiers import Verifier, VerifierError, task_value
 from pydantic import Field
 

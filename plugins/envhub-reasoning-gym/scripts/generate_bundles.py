@@ -1,30 +1,55 @@
 #!/usr/bin/env python3
 """Probe reasoning-gym's datasets and write one envhub bundle for each that passes.
 
-    python scripts/generate_bundles.py                  # every dataset: rewrite the shipped
-                                                        # bundles and the README's lists
-    python scripts/generate_bundles.py --out /tmp/b     # write the bundles elsewhere
-    python scripts/generate_bundles.py --only basic_arithmetic chain_sum --out /tmp/b
+    python scripts/generate_bundles.py --secrets DIR    # every dataset: rewrite the shipped
+                                                        # bundles, the README's lists and
+                                                        # scripts/probe-results.json
+    python scripts/generate_bundles.py --secrets DIR --from-probe   # the same, without probing
+    python scripts/generate_bundles.py --secrets DIR --only basic_arithmetic chain_sum --out /tmp/b
+    python scripts/generate_bundles.py --secrets DIR --only zebra_puzzles
+                                                        # probe one again, into the package (its
+                                                        # bundle, the record, the README's lists)
+    python scripts/generate_bundles.py --secrets DIR --from-probe --sources /tmp/src
+                                                        # also source bundles, key included,
+                                                        # for 'envhub push'
 
 Run it with the pinned reasoning-gym installed (``pip install -e plugins/envhub-reasoning-gym``).
+
+The test split of every bundle is held out: its :data:`HELDOUT_ROWS` seeds are drawn from
+:data:`HELDOUT_SPACE` with a secret 256-bit key per environment (envhub's keyed draw,
+:func:`envhub.tasks.heldout_seeds`). The keys live in ``--secrets DIR``
+(``DIR/<environment>/test.key``), outside the repository: the package ships the bundles,
+so nothing in them may let anyone make the test tasks. A shipped manifest records the
+split's ``rows``, ``seed-space`` and the ``sha256`` of its held-out seeds file (which holds
+the key); the package declares the split but cannot play it. ``--sources DIR`` also writes
+each bundle as a source bundle with its key, which ``envhub push`` builds into a public
+archive (the shipped manifest) and a held-out archive (the key) for the held-out store.
+A probing run makes a key for every dataset that has none; ``--from-probe`` never does.
+
 For every dataset of ``reasoning_gym.factory.DATASETS`` the probe, with the network
-switched off, makes tasks at every difficulty level (seeds :data:`PROBE_SEEDS`) and checks
+switched off, makes tasks at every difficulty level (seeds :data:`PROBE_SEEDS`) and every
+task of the dev split and of :data:`PROBE_SAMPLE` (as many public tasks as the held-out
+split has, at the same levels), and checks
 that each has a question and a text answer, that the reference completion
 (``<answer>ANSWER</answer>``) scores 1.0 through the verifier's own code path and a wrong
 answer less, that the tasks come out the same when the datasets are built again, and, in a
 second process with another ``PYTHONHASHSEED``, the same across processes; and that no task
 takes more than :data:`SLOW_TASK_S` to make. Datasets that fail are skipped, with the
-reason, in the README.
+reason, in the README. Then every held-out task (made with the key) is checked the same way;
+a held-out task that fails is an error, not a reason to change the bundle, whose public
+content must not depend on the key.
 
 Each dataset is probed in a worker process with a time and memory limit, so one that hangs
 or builds its whole (virtual) size up front is skipped rather than stopping the run. The
-output is a function of reasoning-gym's version and this script only: running it again
-writes the same bytes (tests/test_reasoning_gym_plugin.py checks).
+output is a function of reasoning-gym's version, this script and, for the test split's
+``sha256`` only, the keys: running it again writes the same bytes
+(tests/test_reasoning_gym_plugin.py checks, with keys of its own).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import os
@@ -33,7 +58,6 @@ import re
 import shutil
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 from pathlib import Path
@@ -42,23 +66,43 @@ from typing import Any
 PLUGIN = Path(__file__).resolve().parent.parent
 BUNDLES = PLUGIN / "envhub_reasoning_gym" / "bundles"
 README = PLUGIN / "README.md"
+#: The probe's results, recorded by a full run and read by ``--from-probe``.
+PROBE_RECORD = PLUGIN / "scripts" / "probe-results.json"
+#: The checkout the plugin lives in: keys and source bundles must stay out of it.
+REPOSITORY = PLUGIN.parent.parent
 
 RG_VERSION = "0.1.25"
 NAMESPACE = "reasoning-gym"
-#: Seeds made at every level: the first few of train, the last of train, dev and test.
-PROBE_SEEDS = (0, 1, 2, 3, 4, 999_999_999, 1_000_000_000, 1_000_000_050)
+#: Seeds made at every level: the first few of train, the last of train, the first of dev,
+#: and the ends of the held-out seed-space (public seeds; the held-out ones are secret).
+PROBE_SEEDS = (0, 1, 2, 3, 4, 999_999_999, 1_000_000_000, 1_000_000_050, 2**31 - 1)
 WRONG_ANSWER = "envhub probe: certainly not the answer"
-#: A dataset whose tasks take longer than this to make is skipped (seconds per task).
+#: A level whose tasks take longer than this to make is cut (seconds per task), and so is
+#: one where a task takes over TASK_TIMEOUT_S (stopped there: some never finish).
 SLOW_TASK_S = 5.0
-#: A worker's limits per dataset: wall time (seconds) and address space (bytes).
-PROBE_TIMEOUT_S = 180
+TASK_TIMEOUT_S = 20.0
+#: A worker's limits per dataset: wall time (seconds, for each of: the probe with seeding
+#: "index", with "dataset", the held-out check) and address space (bytes).
+PROBE_TIMEOUT_S = 600
 PROBE_MEMORY = 3 * 2**30
-#: The splits every bundle has: name -> (seeds [start, stop), held out, description).
+#: The public splits every bundle has: name -> (seeds [start, stop), description).
 SPLITS = {
-    "train": ((0, 1_000_000_000), False, "For training: a billion seeds, every level in turn."),
-    "dev": ((1_000_000_000, 1_000_000_050), False, "For model selection and quick evaluation: 50 seeds."),
-    "test": ((1_000_000_050, 1_000_000_150), True, "Held out: 100 seeds, for final evaluation."),
+    "train": ((0, 1_000_000_000), "For training: a billion seeds, every level in turn."),
+    "dev": ((1_000_000_000, 1_000_000_050), "For model selection and quick evaluation: 50 seeds."),
 }
+#: The held-out split: HELDOUT_ROWS seeds drawn with the environment's secret key from
+#: HELDOUT_SPACE = [lo, hi), above every public seed and below the generator's limit (2^31).
+HELDOUT_SPLIT = "test"
+HELDOUT_ROWS = 100
+HELDOUT_SPACE = (1_000_000_050, 2**31)
+HELDOUT_TEXT = ("Held out: 100 tasks whose seeds are drawn from a secret key, for final evaluation where the "
+                "held-out store was pushed.")
+#: Public seeds probed as the held-out split is made (task i at level i mod L), as many as
+#: it has: the last train seeds. Levels on which reasoning-gym fails, or hangs, on a few
+#: seeds in a hundred are cut on public evidence, not found by the held-out check.
+PROBE_SAMPLE = (1_000_000_000 - HELDOUT_ROWS, 1_000_000_000)
+#: Where a source bundle (--sources) keeps its key; the keys dir holds DIR/<env>/test.key.
+SECRET_PATH = f"secrets/{HELDOUT_SPLIT}.key"
 CURRICULUM = {"strategy": "success-window", "window": 64, "promote-at": 0.8, "demote-at": 0.3}
 #: Starts each line of a worker's results on its stdout.
 RESULT = "@probe "
@@ -98,6 +142,137 @@ def _tasks(name: str, levels: int, seeding: str) -> list[dict[str, Any]]:
             for level in range(levels) for seed in PROBE_SEEDS]
 
 
+def _level_seeds(level: int, levels: int) -> list[int]:
+    """The seeds probed at ``level`` of ``levels``: :data:`PROBE_SEEDS`, and every seed of
+    the dev split and of :data:`PROBE_SAMPLE` whose task is at that level (task i of a
+    split is at level i mod levels)."""
+    seeds = list(PROBE_SEEDS)
+    for start, stop in (SPLITS["dev"][0], PROBE_SAMPLE):
+        seeds += [seed for seed in range(start + level, stop, levels) if seed not in seeds]
+    return seeds
+
+
+class _TaskTimeout(TimeoutError):
+    """One task took longer than :data:`TASK_TIMEOUT_S` (the generator lets TimeoutError through)."""
+
+
+_in_task = False
+
+
+def _on_alarm(signum: int, frame: Any) -> None:
+    if _in_task:
+        raise _TaskTimeout()
+    raise TimeoutError(f"probing took over {PROBE_TIMEOUT_S} s")
+
+
+def _timed(make: Any, limit: float) -> Any:
+    """``make()``, raising :class:`_TaskTimeout` after ``limit`` seconds; the dataset's own
+    limit (an alarm) keeps running meanwhile."""
+    import signal
+
+    global _in_task
+    outer = signal.alarm(0)
+    started = time.monotonic()
+    _in_task = True
+    signal.setitimer(signal.ITIMER_REAL, limit)
+    try:
+        return make()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        _in_task = False
+        if outer:
+            signal.alarm(max(1, outer - int(time.monotonic() - started)))
+
+
+def _check_row(name: str, row: dict[str, Any], where: str | None = None) -> str | None:
+    """What is wrong with the task ``row`` as users get it, or None; ``where`` names the
+    task in the message (default: its seed)."""
+    from envhub_reasoning_gym import _datasets
+
+    row = json.loads(json.dumps(row))  # as a record, or a server's client, carries it
+    where = where or f"seed {row['seed']}"
+    if not isinstance(row["prompt"], str) or not row["prompt"].strip():
+        return f"the task of {where} has no question"
+    reward, info = _datasets.score(name, row["reference"], row)
+    if reward != 1.0:
+        error = f": {info['scorer-error']}" if "scorer-error" in info else ""
+        return f"its own answer scores {reward:g}, not 1, written as <answer>...</answer> ({where}){error}"
+    wrong, _ = _datasets.score(name, _datasets.reference(WRONG_ANSWER), row)
+    if wrong >= 1.0:
+        return f"its scorer gives a wrong answer {wrong:g} ({where})"
+    return None
+
+
+def _check_level(name: str, seeding: str, level: int, levels: int, *,
+                 check: bool) -> tuple[list[dict[str, Any]], str | None]:
+    """The probe's tasks at ``level``, and the first problem with them (None: none)."""
+    from envhub_reasoning_gym import _datasets
+
+    rows: list[dict[str, Any]] = []
+    slowest = 0.0
+    for i, seed in enumerate(_level_seeds(level, levels)):
+        started = time.perf_counter()
+        try:
+            row = _timed(functools.partial(_datasets.generate, seed, "probe", level, _params(name, seeding)),
+                         TASK_TIMEOUT_S)
+        except _TaskTimeout:
+            return rows, f"too slow: a task took over {TASK_TIMEOUT_S:.0f} s to make (seed {seed})"
+        except TimeoutError:
+            raise
+        except Exception as e:
+            return rows, f"reasoning-gym fails to make the task of seed {seed}: {_reason(e).removeprefix('fails: ')}"
+        if i:  # the first one builds the dataset
+            slowest = max(slowest, time.perf_counter() - started)
+        rows.append(row)
+        problem = _check_row(name, row) if check else None
+        if problem:
+            return rows, problem
+    if slowest > SLOW_TASK_S:
+        return rows, f"too slow: a task took {slowest:.0f} s to make (the limit is {SLOW_TASK_S:.0f} s)"
+    return rows, None
+
+
+def heldout_seeds(key: bytes) -> list[int]:
+    """The held-out split's seeds for an environment's ``key``: envhub's keyed draw."""
+    from envhub.tasks import heldout_seeds as draw
+
+    return draw(key, HELDOUT_SPLIT, HELDOUT_ROWS, HELDOUT_SPACE)
+
+
+def check_heldout(name: str, seeding: str, levels: int, seeds: list[int], *, check: bool) -> dict[str, Any]:
+    """Make every held-out task (task i from ``seeds[i]`` at level i mod ``levels``) and,
+    with ``check``, check each as the probe checks the public ones: the ``digest`` of the
+    tasks and the first ``problem`` (None: none). Messages name a task by its index, never
+    its seed: they are printed."""
+    from envhub_reasoning_gym import _datasets
+
+    rows: list[dict[str, Any]] = []
+    problem = None
+    try:
+        for i, seed in enumerate(seeds):
+            where = f"held-out task {i}, level {i % levels}"
+            try:
+                row = _timed(functools.partial(_datasets.generate, seed, HELDOUT_SPLIT, i % levels,
+                                               _params(name, seeding)), TASK_TIMEOUT_S)
+            except _TaskTimeout:
+                problem = f"too slow: {where} took over {TASK_TIMEOUT_S:.0f} s to make"
+                break
+            rows.append(row)
+            problem = _check_row(name, row, where) if check else None
+            if problem:
+                break
+    except TimeoutError:
+        problem = f"too slow: checking the held-out tasks took over {PROBE_TIMEOUT_S} s"
+    except (Exception, MemoryError) as e:
+        reason = _reason(e).removeprefix("fails: ")
+        for seed in seeds:
+            reason = reason.replace(str(seed), "<seed>")
+        problem = f"reasoning-gym fails to make {where}: {reason}"
+    finally:
+        _datasets.forget()
+    return {"digest": _digest(rows), "problem": problem}
+
+
 def _curriculum(name: str, levels: int) -> dict[str, Any]:
     """What changes with the level: the configuration fields that differ between levels,
     each with its value at every level, and the curriculum attributes' descriptions."""
@@ -127,6 +302,10 @@ def _about(name: str) -> dict[str, Any]:
 
 
 def _reason(e: BaseException) -> str:
+    from envhub_reasoning_gym._datasets import DatasetError
+
+    if isinstance(e, DatasetError) and e.__cause__ is not None:  # every draw failed: say why
+        e = e.__cause__
     if isinstance(e, MemoryError):
         return f"needs more than {PROBE_MEMORY // 2**30} GiB of memory"
     if isinstance(e, TimeoutError):
@@ -139,10 +318,10 @@ def _reason(e: BaseException) -> str:
 def probe(name: str, seeding: str, *, digest_only: bool = False, levels: int | None = None) -> dict[str, Any]:
     """What the parent needs to know about dataset ``name`` made with ``seeding``: ``ok``
     and the ``reason`` when not; ``levels``, the levels shipped of the curriculum's
-    ``curriculum_levels`` (the first ones: a level at which reasoning-gym fails to make a
-    task, or makes one too slowly, is cut with the levels above it, said in ``trimmed``);
-    the ``digest`` of the probe's tasks; and (unless ``digest_only``) what the bundle's
-    manifest and README say about it. ``levels`` given: make exactly those, cut nothing."""
+    ``curriculum_levels`` (the first ones: a level with a problem is cut with the levels
+    above it, said in ``trimmed``); the ``digest`` of the probe's tasks; and (unless
+    ``digest_only``) what the bundle's manifest and README say about it. With ``levels``
+    given, exactly those are made and checked, and nothing is cut."""
     from envhub_reasoning_gym import _datasets
 
     result: dict[str, Any] = {"name": name, "seeding": seeding, "ok": False, "trimmed": None}
@@ -151,60 +330,27 @@ def probe(name: str, seeding: str, *, digest_only: bool = False, levels: int | N
         fixed = levels is not None
         levels = levels if levels is not None else result["curriculum_levels"]
         started = time.perf_counter()
-        rows: list[dict[str, Any]] = []
-        for level in range(levels):
-            made, slowest = [], 0.0
-            for seed in PROBE_SEEDS:
-                t = time.perf_counter()
-                try:
-                    made.append(_datasets.generate(seed, "probe", level, _params(name, seeding)))
-                except Exception as e:
-                    if level == 0 or fixed:
-                        raise
-                    # Often reasoning-gym's curriculum configures this level so that the
-                    # dataset refuses it: ship the levels below.
-                    result["trimmed"] = f"level {level} fails for seed {seed} ({_reason(e).removeprefix('fails: ')})"
+        while True:  # cutting levels moves the dev and sample tasks to other levels: check again
+            rows: list[dict[str, Any]] = []
+            problem = None
+            for level in range(levels):
+                made, problem = _check_level(name, seeding, level, levels, check=not digest_only)
+                if problem:
                     break
-                if seed != PROBE_SEEDS[0]:  # the first seed builds the dataset
-                    slowest = max(slowest, time.perf_counter() - t)
-            if not result["trimmed"] and slowest > SLOW_TASK_S and not fixed:
-                if level == 0:
-                    result["reason"] = (f"too slow: a task took {slowest:.0f} s to make (the limit is "
-                                        f"{SLOW_TASK_S:.0f} s)")
-                    return result
-                result["trimmed"] = f"level {level} is too slow (a task took {slowest:.0f} s to make)"
-            if result["trimmed"]:
-                levels = level
+                rows += made
+            if problem is None:
                 break
-            rows += made
-        result["levels"] = levels
-        result["digest"] = _digest(rows)
+            if level == 0 or fixed:
+                result["reason"] = f"level {level}: {problem}"
+                return result
+            result["trimmed"] = f"level {level}: {problem}"
+            levels = level
+        result.update(levels=levels, digest=_digest(rows), seconds=round(time.perf_counter() - started, 2))
         if digest_only:
             result["ok"] = True
             return result
-        result["seconds"] = round(time.perf_counter() - started, 2)
-        for row in rows:
-            row = json.loads(json.dumps(row))  # as a record, or a server's client, carries it
-            where = f"level {row['difficulty']}, seed {row['seed']}"
-            if not isinstance(row["prompt"], str) or not row["prompt"].strip():
-                result["reason"] = f"a task has no question ({where})"
-                return result
-            if not isinstance(row["answer"], str) or not row["answer"].strip():
-                result["reason"] = (f"no reference answer: the answer is {row['answer']!r} ({where}); "
-                                    "the dataset scores answers without one")
-                return result
-            reward, info = _datasets.score(name, row["reference"], row)
-            if reward != 1.0:
-                error = f": {info['scorer-error']}" if "scorer-error" in info else ""
-                result["reason"] = (f"its own answer scores {reward:g}, not 1, once written as "
-                                    f"<answer>...</answer> ({where}){error}")
-                return result
-            wrong, _ = _datasets.score(name, _datasets.reference(WRONG_ANSWER), row)
-            if wrong >= 1.0:
-                result["reason"] = f"its scorer gives a wrong answer {wrong:g} ({where})"
-                return result
         _datasets.forget()
-        if _digest(_tasks(name, levels, seeding)) != result["digest"]:
+        if _digest(_tasks(name, levels, seeding)) != _digest([row for row in rows if row["seed"] in PROBE_SEEDS]):
             result["reason"] = "not deterministic: the same seeds give other tasks when the dataset is built again"
             return result
         result.update(_about(name), curriculum=_curriculum(name, levels), ok=True,
@@ -216,10 +362,11 @@ def probe(name: str, seeding: str, *, digest_only: bool = False, levels: int | N
     return result
 
 
-def worker(items: list[str], digest_only: bool) -> None:
+def worker(items: list[str], digest_only: bool, secrets: Path | None) -> None:
     """Probe each ``NAME`` (first with seeding "index", then, if that fails, "dataset"), or
     ``NAME=SEEDING@LEVELS``, in turn: one result line each on stdout, each try within the
-    limits."""
+    limits. With ``secrets`` (the keys' directory), a dataset that passes has its held-out
+    tasks made and checked too (``heldout`` in its result: their digest, and a problem)."""
     import resource
     import signal
     import warnings
@@ -234,9 +381,6 @@ def worker(items: list[str], digest_only: bool) -> None:
     sys.path.insert(0, str(PLUGIN))  # the plugin's code, installed or not
     import reasoning_gym  # noqa: F401  (imported once, outside the time limits)
 
-    def timeout(signum: int, frame: Any) -> None:
-        raise TimeoutError(f"probing took over {PROBE_TIMEOUT_S} s")
-
     def limited(name: str, seeding: str, levels: int | None = None) -> dict[str, Any]:
         signal.alarm(PROBE_TIMEOUT_S)
         try:
@@ -246,7 +390,15 @@ def worker(items: list[str], digest_only: bool) -> None:
         finally:
             signal.alarm(0)
 
-    signal.signal(signal.SIGALRM, timeout)
+    def limited_heldout(result: dict[str, Any]) -> dict[str, Any]:
+        seeds = heldout_seeds(_read_key(secrets / env_name(result["name"]) / "test.key"))  # type: ignore[operator]
+        signal.alarm(PROBE_TIMEOUT_S)
+        try:
+            return check_heldout(result["name"], result["seeding"], result["levels"], seeds, check=not digest_only)
+        finally:
+            signal.alarm(0)
+
+    signal.signal(signal.SIGALRM, _on_alarm)
     for item in items:
         name, _, rest = item.partition("=")
         seeding, _, levels = rest.partition("@")
@@ -261,13 +413,16 @@ def worker(items: list[str], digest_only: bool) -> None:
                 if not again["ok"]:
                     again["reason"] = f"{result['reason']}; with seeding = \"dataset\": {again['reason']}"
                 result = again
+        if result["ok"] and secrets is not None:
+            result["heldout"] = limited_heldout(result)
         print(RESULT + json.dumps(result, default=str), file=results, flush=True)
 
 
 # --- running the workers (parent) -------------------------------------------------------------
 
 
-def run_workers(items: list[str], *, hash_seed: int, digest_only: bool, log: Any) -> dict[str, dict[str, Any]]:
+def run_workers(items: list[str], *, hash_seed: int, digest_only: bool, secrets: Path, log: Any
+                ) -> dict[str, dict[str, Any]]:
     """Each dataset's probe result, from worker processes (a new one after a crash)."""
     results: dict[str, dict[str, Any]] = {}
     env = {**os.environ, "PYTHONHASHSEED": str(hash_seed), "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
@@ -275,7 +430,8 @@ def run_workers(items: list[str], *, hash_seed: int, digest_only: bool, log: Any
     remaining = list(items)
     crashed: dict[str, str] = {}  # an item retried after a crash -> the crash
     while remaining:
-        cmd = [sys.executable, __file__, "--worker", *(["--digest-only"] if digest_only else []), *remaining]
+        cmd = [sys.executable, __file__, "--worker", "--secrets", str(secrets),
+               *(["--digest-only"] if digest_only else []), *remaining]
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         lines: queue.Queue[str | None] = queue.Queue()
         stderr: list[str] = []
@@ -285,16 +441,19 @@ def run_workers(items: list[str], *, hash_seed: int, digest_only: bool, log: Any
                 into.put(line)
             into.put(None)  # the worker is gone
 
+        def read_stderr(stream: Any = proc.stderr, into: list[str] = stderr) -> None:
+            into.extend(stream)
+
         threading.Thread(target=read_stdout, daemon=True).start()
-        threading.Thread(target=lambda: stderr.extend(proc.stderr or ()), daemon=True).start()
+        threading.Thread(target=read_stderr, daemon=True).start()
         current = None
         while True:
             try:
-                line = lines.get(timeout=2 * PROBE_TIMEOUT_S + 120)
+                line = lines.get(timeout=3 * PROBE_TIMEOUT_S + 120)
             except queue.Empty:  # stuck where the alarm cannot reach (in C code)
                 proc.kill()
                 line = None
-                stderr.append(f"no answer for {2 * PROBE_TIMEOUT_S + 120} s")
+                stderr.append(f"no answer for {3 * PROBE_TIMEOUT_S + 120} s")
             if line is None:
                 break
             if not line.startswith(RESULT):
@@ -373,7 +532,10 @@ def canary(name: str) -> str:
     return "envhub-canary:" + hashlib.sha256(f"{NAMESPACE}/{name}@{RG_VERSION}".encode()).hexdigest()[:32]
 
 
-def manifest(info: dict[str, Any]) -> str:
+def manifest(info: dict[str, Any], *, sealed_sha256: str | None = None) -> str:
+    """The bundle's ``envhub.toml``: as shipped, the held-out split recorded by the
+    ``sealed_sha256`` of its seeds file; without it, the source bundle's, naming its key
+    file (:data:`SECRET_PATH`)."""
     dataset, name, levels = info["name"], env_name(info["name"]), info["levels"]
     tags = ["reasoning-gym", info["category"], "procedural", "single-turn"] + (["curriculum"] if levels > 1 else [])
     lines = [
@@ -400,11 +562,12 @@ def manifest(info: dict[str, Any]) -> str:
             else f"   # the first {levels} of reasoning-gym's {info['curriculum_levels']} curriculum levels"
             if info["trimmed"] else "   # reasoning-gym's curriculum levels, easiest first"),
     ]
-    for split, ((start, stop), held_out, text) in SPLITS.items():
-        lines += ["", f"[tasks.splits.{split}]", f"seeds = {_toml([start, stop])}"]
-        if held_out:
-            lines.append("held-out = true")
-        lines.append(f"description = {_toml(text)}")
+    for split, ((start, stop), text) in SPLITS.items():
+        lines += ["", f"[tasks.splits.{split}]", f"seeds = {_toml([start, stop])}", f"description = {_toml(text)}"]
+    lines += ["", f"[tasks.splits.{HELDOUT_SPLIT}]   # seeds drawn from seed-space with a key that does not ship",
+              "held-out = true", f"rows = {HELDOUT_ROWS}", f"seed-space = {_toml(list(HELDOUT_SPACE))}",
+              f"sha256 = {_toml(sealed_sha256)}" if sealed_sha256 else f"secret = {_toml(SECRET_PATH)}",
+              f"description = {_toml(HELDOUT_TEXT)}"]
     lines += [
         "",
         "[harness]",
@@ -461,19 +624,28 @@ def readme(info: dict[str, Any]) -> str:
         "| harness | `single-turn`, system prompt `prompts/system.md` (answer inside `<answer>...</answer>`) |",
         f"| verifier | `reasoning-gym`: the `{dataset}` dataset's `score_answer` on the text of the last `<answer>` |",
         "| state | none |",
-        "| config | " + ("a `success-window` curriculum over the levels |" if levels > 1 else "no curriculum (one level) |"),
+        "| config | " + ("a `success-window` curriculum over the levels |" if levels > 1
+                         else "no curriculum (one level) |"),
         "",
         "## Splits",
         "",
         "| split | seeds | |",
         "|---|---|---|",
     ]
-    for split, ((start, stop), held_out, text) in SPLITS.items():
-        out.append(f"| {split} | [{start:,}, {stop:,}) | {text}{' (`held-out = true`)' if held_out else ''} |")
+    for split, ((start, stop), text) in SPLITS.items():
+        out.append(f"| {split} | [{start:,}, {stop:,}) | {text} |")
+    lo, hi = HELDOUT_SPACE
     out += [
+        f"| {HELDOUT_SPLIT} | {HELDOUT_ROWS} drawn from [{lo:,}, {hi:,}) with a secret key | {HELDOUT_TEXT} "
+        "(`held-out = true`) |",
         "",
-        "Task *i* of a split (seed = start + *i*) is made at level *i* mod "
-        f"{levels}, so every split cycles through the levels; a curriculum asks for tasks at one level.",
+        f"Task *i* of a split is made at level *i* mod {levels} (seed start + *i* for train and dev), so every "
+        "split cycles through the levels; a curriculum asks for tasks at one level.",
+        "",
+        f"The {HELDOUT_SPLIT} split is held out: its seeds are drawn with a key that is not in this package, "
+        "so the package declares the split but cannot make its tasks. It is played where the environment was "
+        "pushed with its held-out store (`envhub pull --with-heldout`, or a server scoring it); see the plugin's "
+        "README.",
         "",
         "## Difficulty levels",
         "",
@@ -529,17 +701,29 @@ def readme(info: dict[str, Any]) -> str:
 def system_prompt() -> str:
     from reasoning_gym.utils import SYSTEM_PROMPTS
 
-    return SYSTEM_PROMPTS["default"].strip() + "\n"
+    prompt: str = SYSTEM_PROMPTS["default"]
+    return prompt.strip() + "\n"
 
 
-def write_bundle(info: dict[str, Any], out: Path, prompt: str) -> Path:
+def write_bundle(info: dict[str, Any], out: Path, prompt: str, key: bytes, *, source: bool = False) -> Path:
+    """Write the bundle of dataset ``info`` into ``out/<environment>``: as shipped (the
+    held-out split recorded by the digest of its seeds file, which holds ``key``), or,
+    with ``source``, as a source bundle holding ``key`` in :data:`SECRET_PATH`."""
+    from envhub.tasks import sealed_seeds_bytes
+
     root = out / env_name(info["name"])
     if root.exists():
         shutil.rmtree(root)
     (root / "prompts").mkdir(parents=True)
-    (root / "envhub.toml").write_text(manifest(info), encoding="utf-8")
+    sealed = hashlib.sha256(sealed_seeds_bytes(HELDOUT_SPLIT, HELDOUT_ROWS, HELDOUT_SPACE, key)).hexdigest()
+    (root / "envhub.toml").write_text(manifest(info, sealed_sha256=None if source else sealed), encoding="utf-8")
     (root / "README.md").write_text(readme(info), encoding="utf-8")
     (root / "prompts" / "system.md").write_text(prompt, encoding="utf-8")
+    if source:
+        (root / SECRET_PATH).parent.mkdir(mode=0o700)
+        fd = os.open(root / SECRET_PATH, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w", encoding="ascii") as f:
+            f.write(key.hex() + "\n")
     return root
 
 
@@ -559,7 +743,8 @@ def update_readme(results: dict[str, dict[str, Any]]) -> None:
     for r in shipped:
         levels = f"{r['levels']} of {r['curriculum_levels']}*" if r["trimmed"] else str(r["levels"])
         seeding = " (seeding = \"dataset\")" if r["seeding"] == "dataset" else ""
-        shipped_md.append(f"| `{NAMESPACE}/{env_name(r['name'])}` | `{r['name']}`{seeding} | {r['category']} | {levels} |")
+        shipped_md.append(f"| `{NAMESPACE}/{env_name(r['name'])}` | `{r['name']}`{seeding} | {r['category']} "
+                          f"| {levels} |")
     trimmed = [r for r in shipped if r["trimmed"]]
     if trimmed:
         shipped_md += ["", "\\* Only the first levels ship: at the next one reasoning-gym fails to make a task "
@@ -574,43 +759,164 @@ def update_readme(results: dict[str, dict[str, Any]]) -> None:
     README.write_text(text, encoding="utf-8")
 
 
+class _KeyError(Exception):
+    """A key that is missing or unreadable: the message says which file and what to do."""
+
+
+def _key_path(secrets: Path, name: str) -> Path:
+    return secrets / env_name(name) / "test.key"
+
+
+def _read_key(path: Path) -> bytes:
+    from envhub.tasks import SecretError, read_secret
+
+    try:
+        return read_secret(path)
+    except SecretError as e:
+        raise _KeyError(f"{path}: {e}") from e
+
+
+def _inside(path: Path, root: Path) -> bool:
+    return path.resolve().is_relative_to(root.resolve())
+
+
+def _recorded(path: Path, names: list[str]) -> dict[str, dict[str, Any]]:
+    """The probe results recorded in ``path`` for ``names`` (none: all of them);
+    :class:`ValueError` saying what is missing."""
+    try:
+        recorded = {r["name"]: r for r in json.loads(path.read_text(encoding="utf-8"))["results"]}
+    except FileNotFoundError:
+        raise ValueError(f"{path}: no such file; a full run (without --from-probe, --only and --out) records it")
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{path}: not a probe record ({type(e).__name__}: {e}); run the probe again") from e
+    missing = [name for name in names if name not in recorded]
+    if missing:
+        raise ValueError(f"{path} has no result for {', '.join(missing)}; probe them (without --from-probe)")
+    return {name: recorded[name] for name in names or sorted(recorded)}
+
+
+def _record(results: dict[str, dict[str, Any]]) -> None:
+    # Everything public the bundles and the README lists are written from; not the
+    # held-out check (nothing about the held-out tasks is kept) nor the machine's timings.
+    kept = [{k: v for k, v in r.items() if k not in ("heldout", "seconds")}
+            for _, r in sorted(results.items())]
+    PROBE_RECORD.write_text(json.dumps({"reasoning-gym": RG_VERSION, "results": kept}, indent=1, sort_keys=True,
+                                       ensure_ascii=False) + "\n", encoding="utf-8")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--secrets", type=Path, required=True, metavar="DIR",
+                        help="the held-out keys, outside the repository: DIR/<environment>/test.key "
+                             "(a probing run makes those missing)")
     parser.add_argument("--out", type=Path, help="write the bundles here (default: the package's bundles/, "
                                                   "which also rewrites the README's lists and removes stale bundles)")
     parser.add_argument("--only", nargs="+", metavar="DATASET", help="probe and write these datasets only")
+    parser.add_argument("--from-probe", nargs="?", type=Path, const=PROBE_RECORD, metavar="FILE",
+                        help=f"write from the recorded probe results (default {PROBE_RECORD.name}), probing nothing")
+    parser.add_argument("--sources", type=Path, metavar="DIR",
+                        help="also write each bundle as a source bundle holding its key, for 'envhub push' "
+                             "(outside the repository)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--digest-only", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("names", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.worker:
-        worker(args.names, args.digest_only)
+        worker(args.names, args.digest_only, args.secrets)
         return 0
+
+    def fail(message: str, code: int = 1) -> int:
+        print(f"error: {message}", file=sys.stderr)
+        return code
+
+    for option, path in (("--secrets", args.secrets), ("--sources", args.sources)):
+        if path is not None and _inside(path, REPOSITORY):
+            return fail(f"{option} {path} is inside the repository {REPOSITORY}, where keys can be committed or "
+                        f"packaged; pass a directory outside it (for example ~/.config/envhub-reasoning-gym/"
+                        f"{'secrets' if option == '--secrets' else 'sources'})", 2)
 
     from importlib.metadata import version
 
     import reasoning_gym.factory
 
     if version("reasoning-gym") != RG_VERSION:
-        print(f"error: reasoning-gym {version('reasoning-gym')} is installed; the bundles are for {RG_VERSION}",
-              file=sys.stderr)
-        return 1
+        return fail(f"reasoning-gym {version('reasoning-gym')} is installed; the bundles are for {RG_VERSION}")
     every = sorted(reasoning_gym.factory.DATASETS)
     names = sorted(args.only) if args.only else every
     unknown = sorted(set(names) - set(every))
     if unknown:
-        print(f"error: reasoning-gym {RG_VERSION} has no dataset {', '.join(unknown)}", file=sys.stderr)
-        return 2
+        return fail(f"reasoning-gym {RG_VERSION} has no dataset {', '.join(unknown)}", 2)
     out = args.out or BUNDLES
+    everything = args.out is None and not args.only
 
     def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
     started = time.perf_counter()
-    results = run_workers(names, hash_seed=1, digest_only=False, log=log)
-    # The same tasks again, in other processes with another hash seed.
+    if args.from_probe is not None:
+        try:
+            results = _recorded(args.from_probe, names)
+            keys = {name: _read_key(_key_path(args.secrets, name)) for name in names if results[name]["ok"]}
+        except _KeyError as e:
+            return fail(f"{e}: --from-probe makes no keys (their held-out tasks would go unchecked); run the "
+                        "probe without --from-probe to make one")
+        except ValueError as e:
+            return fail(str(e))
+    else:
+        from envhub.tasks import write_secret
+
+        args.secrets.mkdir(mode=0o700, parents=True, exist_ok=True)
+        try:
+            for name in names:
+                if not _key_path(args.secrets, name).exists():
+                    write_secret(_key_path(args.secrets, name))
+                    log(f"new key {_key_path(args.secrets, name)}")
+                _read_key(_key_path(args.secrets, name))
+        except _KeyError as e:
+            return fail(f"{e}: restore the key the environment was published with (or, if it never was, delete "
+                        "the file: the probe makes a new one)")
+        results = _probe(names, args.secrets, log)
+        if everything:
+            _record(results)
+        elif args.out is None and PROBE_RECORD.is_file():  # probed again: the record takes the new results
+            _record({**_recorded(PROBE_RECORD, []), **results})
+        problems = [f"{name}: {r['heldout']['problem']}" for name, r in results.items()
+                    if r["ok"] and r["heldout"]["problem"]]
+        if problems:
+            return fail("held-out tasks fail (nothing written):\n  " + "\n  ".join(problems) + "\nthe public seeds "
+                        "pass, so these are rare seeds: if the key was never published, delete it (the probe makes "
+                        "a new one), else fix the cause in the plugin")
+        keys = {name: _read_key(_key_path(args.secrets, name)) for name in names if results[name]["ok"]}
+
+    out.mkdir(parents=True, exist_ok=True)
+    prompt = system_prompt()
+    for name, result in results.items():
+        if result["ok"]:
+            write_bundle(result, out, prompt, keys[name])
+            if args.sources is not None:
+                write_bundle(result, args.sources, prompt, keys[name], source=True)
+        elif (out / env_name(name)).exists():
+            shutil.rmtree(out / env_name(name))
+    if everything:
+        kept = {env_name(r["name"]) for r in results.values() if r["ok"]}
+        for stale in out.iterdir():
+            if stale.is_dir() and stale.name not in kept:
+                shutil.rmtree(stale)
+        update_readme(results)
+    elif args.out is None and PROBE_RECORD.is_file():  # some datasets into the package: the lists of all
+        update_readme({**_recorded(PROBE_RECORD, []), **results})
+    shipped = sum(r["ok"] for r in results.values())
+    log(f"{shipped} bundles written to {out}, {len(results) - shipped} datasets skipped "
+        f"({time.perf_counter() - started:.0f} s)")
+    return 0
+
+
+def _probe(names: list[str], secrets: Path, log: Any) -> dict[str, dict[str, Any]]:
+    """Each dataset's probe result, its held-out tasks checked (``heldout``), checked again
+    in other processes with another hash seed."""
+    results = run_workers(names, hash_seed=1, digest_only=False, secrets=secrets, log=log)
     passed = [f"{name}={r['seeding']}@{r['levels']}" for name, r in results.items() if r["ok"]]
-    again = run_workers(passed, hash_seed=2, digest_only=True, log=log)
+    again = run_workers(passed, hash_seed=2, digest_only=True, secrets=secrets, log=log)
     for name, result in results.items():
         other = again.get(name)
         if other is None:
@@ -620,26 +926,11 @@ def main(argv: list[str] | None = None) -> int:
         elif other["digest"] != result["digest"] or other["levels"] != result["levels"]:
             result.update(ok=False, reason="not deterministic: another process (another PYTHONHASHSEED) makes "
                                            "other tasks from the same seeds")
+        elif other["heldout"]["digest"] != result["heldout"]["digest"] and not result["heldout"]["problem"]:
+            result["heldout"]["problem"] = "another process (another PYTHONHASHSEED) makes other held-out tasks"
         if not result["ok"]:
             log(f"[2] skip {name}: {result['reason']}")
-
-    out.mkdir(parents=True, exist_ok=True)
-    prompt = system_prompt()
-    for result in results.values():
-        if result["ok"]:
-            write_bundle(result, out, prompt)
-        elif (out / env_name(result["name"])).exists():
-            shutil.rmtree(out / env_name(result["name"]))
-    if args.out is None and not args.only:
-        kept = {env_name(r["name"]) for r in results.values() if r["ok"]}
-        for stale in out.iterdir():
-            if stale.is_dir() and stale.name not in kept:
-                shutil.rmtree(stale)
-        update_readme(results)
-    shipped = sum(r["ok"] for r in results.values())
-    log(f"{shipped} bundles written to {out}, {len(results) - shipped} datasets skipped "
-        f"({time.perf_counter() - started:.0f} s)")
-    return 0
+    return results
 
 
 if __name__ == "__main__":
