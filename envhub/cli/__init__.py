@@ -163,7 +163,9 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
         if as_json:
             _print_json_error("InternalError", f"{type(e).__name__}: {e}", hint, ExitCode.INTERNAL_ERROR)
         else:
-            click.echo(f"envhub: internal error: {type(e).__name__}: {e}", err=True)
+            from envhub.cli._output import printable
+
+            click.echo(printable(f"envhub: internal error: {type(e).__name__}: {e}"), err=True)
             click.echo(f"  hint: {hint}", err=True)
         code = ExitCode.INTERNAL_ERROR
     sys.exit(code)
