@@ -743,3 +743,10 @@ def test_the_zygote_never_holds_what_a_run_was_given() -> None:
     shown = f"marker-{uuid.uuid4().hex}"
     asyncio.run(Sandbox(Limits(timeout_s=10)).run(f"CHANNEL.report(seen={shown!r})", None))
     assert _in_memory(zygote.pid, shown.encode()) > 0
+
+
+def test_a_module_level_value_too_big_to_send_is_a_reference() -> None:
+    candidate = "PRIMES = list(range(2_000_000))\ndef count():\n    return len(PRIMES)\n"
+    tests = "assert count() == 2_000_000\nassert len(PRIMES) == 2_000_000\nassert PRIMES[5] == 5\n"
+    result = run(candidate, tests)
+    assert result.reward == 1.0, result.info
