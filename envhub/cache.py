@@ -316,7 +316,7 @@ def _check_heldout(tree: Path, public: Path, entry: VersionEntry) -> None:
     is refused."""
     from envhub import _toml
     from envhub.bundle._archive import RECORD, parse_record
-    from envhub.bundle._paths import heldout_seeds_path
+    from envhub.tasks import sealed_seeds_path
 
     where = f"{entry.ref} from {entry.registry}: the held-out archive {str(entry.heldout_digest)[:19]}..."
     hint = "the registry's index was tampered with or damaged; nothing was cached"
@@ -326,7 +326,7 @@ def _check_heldout(tree: Path, public: Path, entry: VersionEntry) -> None:
         for split_name, split in splits.items():
             if split.get("held-out") is True:
                 path = split.get("path")
-                declared[path if isinstance(path, str) else heldout_seeds_path(split_name)] = split.get("sha256")
+                declared[path if isinstance(path, str) else sealed_seeds_path(split_name)] = split.get("sha256")
     except FileNotFoundError:
         raise IntegrityError(f"{where}: the public bundle {entry.digest[:19]}... is not in the cache",
                              hint=f"pull {entry.ref} first, then its held-out splits") from None

@@ -43,14 +43,10 @@ def escaping_symlinks(root: Path) -> Iterator[tuple[str, Path]]:
                     yield path.relative_to(root).as_posix(), target
 
 
-def heldout_seeds_path(split: str) -> str:
-    """Where a built bundle keeps a held-out generator split's seed range: a file of the
-    held-out archive only (the public manifest records its row count and digest)."""
-    return f"heldout-seeds/{split}.json"
-
-
 def heldout_seeds_bytes(split: str, seeds: list[int]) -> bytes:
-    """The exact bytes of that file, so its digest is fixed by the split and the range."""
+    """The exact bytes of ``heldout-seeds/<split>.json`` (:func:`envhub.tasks.sealed_seeds_path`)
+    for a split written in the old form, a public seed range: its digest is fixed by the split
+    and the range."""
     start, stop = seeds
     return f'{{"split": "{split}", "seeds": [{start}, {stop}]}}\n'.encode()
 
