@@ -1,12 +1,13 @@
-"""The program every sandboxed run starts with: ``python -I -S -B _launcher.py`` (stdlib only).
+"""The sandbox's launcher: ``python -I -S -B _launcher.py zygote FD`` (stdlib only).
 
 It must not import envhub: it runs in an isolated interpreter (``-I -S``: no site-packages,
 no environment variables, no script directory on ``sys.path``). It takes a job (how to lock
 in, and the *guest* program, Python source), locks itself in, reads the guest's input (one
 JSON line on stdin) and runs the guest in the locked-in process. Runs are forked from a
 zygote (:class:`_Zygote`) that receives jobs, never inputs: what one run was given is never
-in the memory a later run inherits. The rest of stdin belongs to the guest; the guest reports JSON lines on
-the inherited descriptor ``job["report_fd"]``, never on stdout, which the code under test owns.
+in the memory a later run inherits. The rest of stdin belongs to the guest; the guest reports
+JSON lines on the inherited descriptor ``job["report_fd"]``, never on stdout, which the code
+under test owns. One file, zygote included: run with ``-I -S`` it can import no sibling.
 
 Lock-in, in this order (:mod:`envhub.sandbox` documents each guarantee):
 
@@ -527,17 +528,6 @@ def _finish() -> None:
         os._exit(0)
 
 
-def main() -> None:
-    """One run: the job is the first line of stdin, the guest's input the second."""
-    stdin = sys.stdin.buffer
-    job = json.loads(stdin.readline())
-    try:
-        run(job, stdin)
-    except MemoryError:
-        os._exit(EXIT_MEMORY)
-    _finish()
-
-
 class _Zygote:
     """A process that forks launchers, so that a run costs a fork rather than an interpreter
     start and its imports. The caller sends, on a SOCK_SEQPACKET socket, one message per
@@ -654,16 +644,16 @@ class _Zygote:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["zygote"]:
-        # Imported now, once: every run forked from here has them (the guests use them too).
-        import base64  # noqa: F401
-        import ctypes  # noqa: F401
-        import io  # noqa: F401
-        import math  # noqa: F401
-        import resource  # noqa: F401
-        import select  # noqa: F401
-        import socket  # noqa: F401
-        import types  # noqa: F401
+    if sys.argv[1:2] != ["zygote"] or len(sys.argv) != 3:
+        sys.exit("usage: python -I -S -B _launcher.py zygote FD (envhub.sandbox starts it)")
+    # Imported now, once: every run forked from here has them (the guests use them too).
+    import base64  # noqa: F401
+    import ctypes  # noqa: F401
+    import io  # noqa: F401
+    import math  # noqa: F401
+    import resource  # noqa: F401
+    import select  # noqa: F401
+    import socket  # noqa: F401
+    import types  # noqa: F401
 
-        _Zygote(int(sys.argv[2])).serve()
-    main()
+    _Zygote(int(sys.argv[2])).serve()
