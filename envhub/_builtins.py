@@ -27,8 +27,8 @@ from envhub.hookspecs import (
 if TYPE_CHECKING:
     from envhub.plugins import PluginManager
     from envhub.registry import Registry
-    from envhub.runtime._runner import Executor
-    from envhub.runtime._state import StateFactory
+    from envhub.runtime import Executor
+    from envhub.runtime import StateFactory
     from envhub.runtime.policies import Policy, PolicyOptions
     from envhub.runtime.verifiers import Verifier, VerifierContext
     from envhub.settings import Settings
@@ -42,51 +42,51 @@ Factories = Mapping[str, Callable[..., Any]]
 
 
 def _exact_match(spec: Any, ctx: VerifierContext, factories: Factories) -> Verifier:
-    from envhub.runtime.verifiers._exact import ExactMatchVerifier
+    from envhub.runtime.verifiers import ExactMatchVerifier
 
     return ExactMatchVerifier(spec)
 
 
 def _numeric(spec: Any, ctx: VerifierContext, factories: Factories) -> Verifier:
-    from envhub.runtime.verifiers._numeric import NumericVerifier
+    from envhub.runtime.verifiers import NumericVerifier
 
     return NumericVerifier(spec)
 
 
 def _regex(spec: Any, ctx: VerifierContext, factories: Factories) -> Verifier:
-    from envhub.runtime.verifiers._regex import RegexVerifier
+    from envhub.runtime.verifiers import RegexVerifier
 
     return RegexVerifier(spec)
 
 
 def _json_match(spec: Any, ctx: VerifierContext, factories: Factories) -> Verifier:
-    from envhub.runtime.verifiers._json import JsonMatchVerifier
+    from envhub.runtime.verifiers import JsonMatchVerifier
 
     return JsonMatchVerifier(spec)
 
 
 def _python(spec: Any, ctx: VerifierContext, factories: Factories) -> Verifier:
-    from envhub.runtime.verifiers._python import PythonEntryPointVerifier
+    from envhub.runtime.verifiers import PythonEntryPointVerifier
 
     return PythonEntryPointVerifier(spec, ctx)
 
 
 def _code_tests(spec: Any, ctx: VerifierContext, factories: Factories) -> Verifier:
-    from envhub.runtime.verifiers._code_tests import CodeTestsVerifier
+    from envhub.runtime.verifiers import CodeTestsVerifier
 
     return CodeTestsVerifier(spec)
 
 
 def _llm_judge(spec: Any, ctx: VerifierContext, factories: Factories) -> Verifier:
     # Imported here: the judge's HTTP client is only paid for by environments that use it.
-    from envhub.runtime.verifiers._llm_judge import LlmJudgeVerifier
+    from envhub.runtime.verifiers import LlmJudgeVerifier
 
     return LlmJudgeVerifier(spec, ctx)
 
 
 def _rubric(spec: Any, ctx: VerifierContext, factories: Factories) -> Verifier:
-    from envhub.runtime.verifiers._build import build_verifier
-    from envhub.runtime.verifiers._rubric import RubricVerifier
+    from envhub.runtime.verifiers import build_verifier
+    from envhub.runtime.verifiers import RubricVerifier
 
     return RubricVerifier(spec, lambda criterion: build_verifier(criterion, ctx, factories=factories))
 
@@ -122,25 +122,25 @@ HARNESS_PROTOCOLS = (
 
 
 def _no_state(spec: Any, root: Path, load_entry_point: Callable[[str], Any]) -> StateFactory:
-    from envhub.runtime._state import StateFactory
+    from envhub.runtime import StateFactory
 
     return StateFactory()
 
 
 def _files_state(spec: Any, root: Path, load_entry_point: Callable[[str], Any]) -> StateFactory:
-    from envhub.runtime._state import files_state
+    from envhub.runtime import files_state
 
     return files_state(spec, root)
 
 
 def _sqlite_state(spec: Any, root: Path, load_entry_point: Callable[[str], Any]) -> StateFactory:
-    from envhub.runtime._state import sqlite_state
+    from envhub.runtime import sqlite_state
 
     return sqlite_state(spec, root)
 
 
 def _python_state(spec: Any, root: Path, load_entry_point: Callable[[str], Any]) -> StateFactory:
-    from envhub.runtime._state import python_state
+    from envhub.runtime import python_state
 
     return python_state(spec, load_entry_point)
 
@@ -157,7 +157,7 @@ STATE_KINDS = (
 
 
 def _read_jsonl(path: Path) -> list[dict[str, Any]]:
-    from envhub.runtime._tasks import read_jsonl
+    from envhub.runtime import read_jsonl
 
     return read_jsonl(path)
 
@@ -180,13 +180,13 @@ TASK_FORMATS = (
 
 
 def _fsspec_registry(url: str, settings: Settings) -> Registry:
-    from envhub.registry._fsspec import FsspecRegistry
+    from envhub.registry import FsspecRegistry
 
     return FsspecRegistry(url)
 
 
 def _hf_registry(url: str, settings: Settings) -> Registry:
-    from envhub.registry._hf import HfRegistry
+    from envhub.registry import HfRegistry
 
     return HfRegistry(url, settings)
 
@@ -240,7 +240,7 @@ POLICIES = (
 
 
 def _local_executor() -> Executor:
-    from envhub.runtime._runner import LocalExecutor
+    from envhub.runtime import LocalExecutor
 
     return LocalExecutor()
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 import sys
+from pathlib import Path
 from typing import Any
 
 if sys.version_info >= (3, 11):
@@ -17,7 +18,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-__all__ = ["MAX_NESTING", "TOMLDecodeError", "loads"]
+__all__ = ["MAX_NESTING", "TOMLDecodeError", "find_pyproject", "load_file", "loads"]
 
 TOMLDecodeError = tomllib.TOMLDecodeError
 
@@ -78,3 +79,27 @@ def _check_nesting(text: str) -> None:
                                text, match.start())
         elif match.group("close"):
             depth = max(depth - 1, 0)
+
+
+def load_file(path: Path) -> dict[str, Any]:
+    """The TOML file at ``path`` as a table, or ``{}`` when there is no such file.
+    :class:`envhub.errors.UsageError` naming the file if it is not TOML or not UTF-8."""
+    from envhub.errors import UsageError
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return {}
+    try:
+        return loads(text)
+    except (TOMLDecodeError, UnicodeDecodeError) as e:
+        raise UsageError(f"{path}: invalid TOML: {e}", hint="fix the file's syntax") from e
+
+
+def find_pyproject(start: Path) -> Path | None:
+    """The nearest ``pyproject.toml`` in ``start`` or a directory above it, or None."""
+    for directory in [start, *start.parents]:
+        candidate = directory / "pyproject.toml"
+        if candidate.is_file():
+            return candidate
+    return None

@@ -28,7 +28,7 @@ from typing import IO, Literal
 
 from envhub._digest import file_sha256 as _file_digest
 from envhub.errors import IntegrityError
-from envhub.registry._base import VersionEntry, version_key
+from envhub.registry import VersionEntry, version_key
 
 __all__ = ["Cache", "CachedBundle"]
 
@@ -126,7 +126,7 @@ class Cache:
 
         from filelock import FileLock
 
-        from envhub.bundle._archive import extract_archive
+        from envhub.bundle import extract_archive
 
         private = kind == "heldout"
         (self.root / "locks").mkdir(parents=True, exist_ok=True)
@@ -260,7 +260,7 @@ class Cache:
 
     def verify(self, bundle: CachedBundle) -> list[str]:
         """What is wrong with a cached bundle: files that differ from its RECORD."""
-        from envhub.bundle._archive import RECORD, parse_record
+        from envhub.bundle import RECORD, parse_record
 
         try:
             record = parse_record((bundle.path / RECORD).read_text())
@@ -315,7 +315,7 @@ def _check_heldout(tree: Path, public: Path, entry: VersionEntry) -> None:
     version, so another environment's (or version's) held-out archive, or a public archive,
     is refused."""
     from envhub import _toml
-    from envhub.bundle._archive import RECORD, parse_record
+    from envhub.bundle import RECORD, parse_record
     from envhub.tasks import sealed_seeds_path
 
     where = f"{entry.ref} from {entry.registry}: the held-out archive {str(entry.heldout_digest)[:19]}..."

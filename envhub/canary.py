@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import secrets
 
-from envhub.manifest._types import CANARY_PREFIX
+from envhub.manifest import CANARY_PREFIX
 
 __all__ = ["CANARY_PREFIX", "new_canary"]
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Literal
 from envhub.cache import ORIGIN, Cache
 from envhub.errors import EnvNotFoundError, UsageError, VersionConflictError
 from envhub.ids import EnvRef, parse_ref
-from envhub.registry._base import PublishResult, Registry, VersionEntry, select_version
+from envhub.registry import PublishResult, Registry, VersionEntry, select_version
 from envhub.settings import Settings
 
 if TYPE_CHECKING:
@@ -150,7 +150,7 @@ def fetch(entry: VersionEntry, registry_url: str, settings: Settings, *, registr
     cached_path = cache.cached(entry)
     cached = cached_path is not None
     if not cached:
-        from envhub.registry._base import is_backend_error, unreachable
+        from envhub.registry import is_backend_error, unreachable
 
         if offline:
             raise EnvNotFoundError(f"{entry.ref} is not in the cache (offline)",

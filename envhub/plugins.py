@@ -2,12 +2,13 @@
 through the entry-point group ``envhub``.
 
 A :class:`PluginManager` is an instance, passed to whatever needs one
-(``build_verifier(..., plugins=pm)``, ``envhub.load(..., plugins=pm)``, ...); code that is
-given none uses :func:`plugin_manager`, made once per process on first use. Nothing here
-is imported by ``envhub --help`` or ``envhub --version``.
-
-Every manager has envhub's built-in plugin (``envhub._builtins``) registered, so built-in
-kinds go through the same hooks as everyone else's. Installed plugins are imported only
+(``build_verifier(..., plugins=pm)``, ``envhub.load(..., context=ctx)``, ...); nothing
+here keeps one per process. The composition root makes it: :func:`envhub.context.make_plugin_manager`
+(or :meth:`envhub.context.Context.create`) registers envhub's built-in plugin
+(``envhub._builtins``) with :meth:`PluginManager.register_builtins`, so built-in kinds go
+through the same hooks as everyone else's. (This module sits below the runtime and the
+registries, so it cannot import the built-in kinds itself.) Nothing here is imported by
+``envhub --help`` or ``envhub --version``. Installed plugins are imported only
 when they are needed: when a name that is not built in is looked up, or when they are
 listed (``envhub plugins``). Built-in names are reserved, so answering them without
 loading plugins gives the same answer as loading them first.
@@ -22,7 +23,6 @@ one name make that name (and only that name) an error, raised when it is used.
 from __future__ import annotations
 
 import difflib
-import functools
 import importlib
 import importlib.metadata
 import re
@@ -49,7 +49,6 @@ __all__ = [
     "PluginManager",
     "Provided",
     "options_model",
-    "plugin_manager",
 ]
 
 #: Entry-point group of plugins (modules with ``@hookimpl`` functions).
@@ -171,7 +170,8 @@ class Conflict:
 
 
 class PluginManager(pluggy.PluginManager):
-    """envhub's pluggy plugin manager, with the built-in plugin registered.
+    """envhub's pluggy plugin manager. The built-in plugin is registered by whoever makes
+    the manager (:meth:`register_builtins`; :func:`envhub.context.make_plugin_manager` does).
 
     ``autoload`` (default True) loads the entry-point group ``envhub`` the first time a
     name that is not built in is looked up; with False, only plugins registered by hand
@@ -192,10 +192,12 @@ class PluginManager(pluggy.PluginManager):
         self._builtin_tables: dict[str, dict[str, list[Provided]]] | None = None
         self._broken_environments: list[BrokenPlugin] = []
 
-        from envhub._builtins import Builtins
-
-        self._origins[BUILTIN] = Origin(BUILTIN, BUILTIN, __version__, builtin=True)
-        self.register(Builtins(self), name=BUILTIN)
+    def register_builtins(self, plugin: Any) -> None:
+        """Register ``plugin`` as envhub's built-in plugin: its names are reserved (a plugin
+        that provides one too is ignored for it) and it is listed first."""
+        with self._lock:
+            self._origins[BUILTIN] = Origin(BUILTIN, BUILTIN, __version__, builtin=True)
+            self.register(plugin, name=BUILTIN)
 
     # -- registration ----------------------------------------------------------------------
 
@@ -488,12 +490,3 @@ def _dist_name(ep: importlib.metadata.EntryPoint) -> str | None:
 def _error_text(e: BaseException) -> str:
     text = " ".join(str(e).split())  # pluggy's messages span lines
     return f"{type(e).__name__}: {text}" if text else type(e).__name__
-
-
-@functools.cache
-def plugin_manager() -> PluginManager:
-    """The plugin manager of this process, made on first use.
-
-    Code that takes ``plugins=None`` uses this one. Its plugins are loaded the first time
-    they are needed, at most once."""
-    return PluginManager()

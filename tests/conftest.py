@@ -99,7 +99,7 @@ class RegistryTarget:
     other_storage_options: dict[str, object] | None = None
 
     def open(self, *, other_client: bool = False):  # type: ignore[no-untyped-def]
-        from envhub.registry._fsspec import FsspecRegistry
+        from envhub.registry import FsspecRegistry
 
         options = self.other_storage_options if other_client and self.other_storage_options else self.storage_options
         return FsspecRegistry(self.url, storage_options=options)

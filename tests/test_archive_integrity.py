@@ -500,7 +500,7 @@ def _heldout_note(heldout_store: Path) -> str:
 
 def test_repush_after_a_failed_publish_repairs_the_heldout_store(registry: Path, heldout_store: Path, tmp_path: Path,
                                                                  envhub_cli, monkeypatch: pytest.MonkeyPatch) -> None:
-    from envhub.registry._fsspec import BlobStore, FsspecRegistry
+    from envhub.registry import BlobStore, FsspecRegistry
 
     real_publish = FsspecRegistry.publish
 

@@ -14,11 +14,11 @@ import pytest
 from envhub.errors import InvalidIdError, ManifestError
 from envhub.ids import parse_name, parse_ref, parse_specifier, parse_version
 from envhub.manifest import load_manifest, parse_manifest
-from envhub.manifest._limits import MAX_ELEMENTS
-from envhub.manifest._models import RegexMatch
-from envhub.runtime._types import Task, Trajectory
+from envhub.manifest import MAX_ELEMENTS
+from envhub.manifest import RegexMatch
+from envhub.runtime import Task, Trajectory
 from envhub.runtime.verifiers import VerifierError
-from envhub.runtime.verifiers._regex import RegexVerifier
+from envhub.runtime.verifiers import RegexVerifier
 from tests.conftest import run_envhub
 
 REPO = Path(__file__).resolve().parent.parent

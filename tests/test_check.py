@@ -95,7 +95,7 @@ def test_reset_isolation_is_checked(tmp_path: Path) -> None:
     """A state kind that leaks between episodes is reported."""
     import envhub
     from envhub.runtime import _state
-    from envhub.runtime._check import self_test
+    from envhub.runtime import self_test
 
     root = scaffold(tmp_path, protocol="tool-use", state="files")
     env = envhub.load(root, trust_code=True)

@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from envhub.manifest._models import CodeTests
-from envhub.runtime._types import Score, Task, Trajectory
+from envhub.manifest import CodeTests
+from envhub.runtime import Score, Task, Trajectory
 from envhub.runtime.verifiers import (
     CodeTestsVerifier,
     VerifierContext,

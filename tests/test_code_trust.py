@@ -20,7 +20,7 @@ import pytest
 
 import envhub
 from envhub.errors import TrustError
-from envhub.runtime._shadow import shadowing_files
+from envhub.runtime import shadowing_files
 from tests.conftest import Result, run_envhub
 from tests.runtime_fixtures import scaffold, set_table, write_rows
 from tests.serve_fixtures import start_server

@@ -12,8 +12,8 @@ import pytest
 
 import envhub
 from envhub.errors import EnvNotFoundError, UsageError
-from envhub.manifest._models import Curriculum as CurriculumSpec
-from envhub.runtime._curriculum import Curriculum
+from envhub.manifest import Curriculum as CurriculumSpec
+from envhub.runtime import Curriculum
 from tests.conftest import run_envhub
 from tests.runtime_fixtures import scaffold, set_table, write_rows
 

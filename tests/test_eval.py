@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from envhub.runtime._eval import pass_at_k, read_records, summarize
+from envhub.runtime import pass_at_k, read_records, summarize
 from tests.conftest import run_envhub
 from tests.runtime_fixtures import scaffold, set_table
 

@@ -20,7 +20,7 @@ import pytest
 
 import envhub
 from envhub.errors import EnvNotFoundError
-from envhub.runtime._composite import CompositeEnvironment
+from envhub.runtime import CompositeEnvironment
 from tests.conftest import Result
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "example_envs"

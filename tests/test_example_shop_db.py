@@ -20,7 +20,7 @@ import pytest
 
 import envhub
 from envhub.runtime import Environment
-from envhub.runtime._types import Task
+from envhub.runtime import Task
 from tests.conftest import Result
 
 SHOP = Path(__file__).resolve().parents[1] / "example_envs" / "shop-db"

@@ -23,7 +23,7 @@ import pytest
 import envhub
 from envhub.errors import UsageError
 from envhub.runtime import Environment
-from envhub.runtime._types import Task
+from envhub.runtime import Task
 from tests.conftest import Result, run_envhub
 from tests.openai_server import OpenAIServer, Request
 

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from envhub.errors import UsageError
-from envhub.manifest._models import LlmJudge, LlmJudgeCriterion
-from envhub.runtime._types import Task, Trajectory
+from envhub.manifest import LlmJudge, LlmJudgeCriterion
+from envhub.runtime import Task, Trajectory
 from envhub.runtime.verifiers import VerifierContext, VerifierError, build_verifier
-from envhub.runtime.verifiers._llm_judge import DEFAULT_RUBRIC, LlmJudgeVerifier, parse_verdict
+from envhub.runtime.verifiers import DEFAULT_RUBRIC, LlmJudgeVerifier, parse_verdict
 from envhub.settings import load_settings
 from tests.openai_server import error, fail_then
 
@@ -194,7 +194,7 @@ def test_self_judging_is_refused_unless_allowed(tmp_path: Path, policy_model: st
 
 
 def test_self_judging_is_refused_inside_a_rubric(tmp_path: Path) -> None:
-    from envhub.manifest._models import Rubric
+    from envhub.manifest import Rubric
 
     criterion = LlmJudgeCriterion(kind="llm-judge", name="style", model="m1")
     with pytest.raises(UsageError):

@@ -9,7 +9,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from envhub.project._lockfile import LockedEnv, LockError, Lockfile, dumps, loads, read_lock, write_lock
+from envhub.project import LockedEnv, LockError, Lockfile, dumps, loads, read_lock, write_lock
 
 SCHEMA = json.loads((Path(__file__).parent.parent / "spec" / "schema" / "lock-v1.schema.json").read_text())
 DIGEST = "sha256:" + "ab" * 32

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from envhub.manifest._models import VERIFIER_KINDS
+from envhub.manifest import VERIFIER_KINDS
 
 from tests.plugin_venv import PluginVenv, plugin_venv  # noqa: F401  (the session fixture)
 

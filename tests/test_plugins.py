@@ -83,7 +83,7 @@ def ctx() -> VerifierContext:
 
 
 def test_every_built_in_kind_is_registered_through_the_hooks() -> None:
-    from envhub.manifest._models import HARNESS_PROTOCOLS, STATE_KINDS, TASK_FORMATS, VERIFIER_KINDS
+    from envhub.manifest import HARNESS_PROTOCOLS, STATE_KINDS, TASK_FORMATS, VERIFIER_KINDS
 
     registers = PluginManager(autoload=False).registered_by("envhub-rl")
     assert registers["verifier_kinds"] == sorted(VERIFIER_KINDS) == sorted(default_factories())

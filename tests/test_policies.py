@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from envhub.errors import PolicyError, UsageError
-from envhub.runtime._types import Observation, Task
+from envhub.runtime import Observation, Task
 from envhub.runtime.policies import (
     NoopPolicy,
     OpenAIPolicy,
@@ -106,7 +106,7 @@ def test_openai_sends_conversation_tools_sampling_and_key(openai_server) -> None
 
 
 def test_openai_omits_empty_tools_and_unset_sampling(openai_server) -> None:
-    from envhub.manifest._models import Sampling
+    from envhub.manifest import Sampling
 
     policy = make_policy("openai:m", base_url=openai_server.base_url, sampling=Sampling(temperature=0.0))
     act(policy, observation())

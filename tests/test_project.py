@@ -247,7 +247,7 @@ def test_lock_refuses_a_version_whose_bytes_changed_in_the_registry(tmp_path: Pa
 
 def test_load_uses_the_lock_and_refuses_another_version(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import envhub
-    from envhub.project._lockfile import LockError
+    from envhub.project import LockError
 
     publish(tmp_path, "acme/a", "1.0.0")
     root = project(tmp_path, ["acme/a"])

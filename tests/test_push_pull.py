@@ -560,7 +560,7 @@ def test_push_to_a_broken_heldout_store_publishes_nothing(registry: Path, envhub
 
 def test_push_interrupted_before_the_index_entry_leaves_no_version(registry: Path, envhub_cli, tmp_path: Path,
                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    from envhub.registry._fsspec import BlobStore
+    from envhub.registry import BlobStore
 
     real_create = BlobStore.create_json
 

@@ -582,7 +582,7 @@ def test_a_seed_reasoning_gym_gives_up_on_is_drawn_again(rg) -> None:
 def test_the_verifier_refuses_an_unknown_dataset_and_a_task_of_another(rg) -> None:
     from envhub_reasoning_gym._verifier import Options, ReasoningGymVerifier
 
-    from envhub.runtime._types import Task, Trajectory
+    from envhub.runtime import Task, Trajectory
     from envhub.runtime.verifiers import VerifierError
 
     with pytest.raises(VerifierError, match="reasoning-gym has no dataset 'chain-sum'; did you mean 'chain_sum'?"):

@@ -37,8 +37,8 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from envhub.errors import EnvhubError, InvalidIdError
-from envhub.project._resolver import Requirement, ResolutionError, parse_requirement, resolve
-from envhub.registry._base import VersionEntry
+from envhub.project import Requirement, ResolutionError, parse_requirement, resolve
+from envhub.registry import VersionEntry
 
 CASES = Path(__file__).parent / "data" / "resolver"
 CASE_FILES = sorted(CASES.glob("*.toml"))

@@ -9,7 +9,7 @@ from typing import Literal
 
 import pytest
 
-from envhub.runtime._tools import make_tool, unknown_tool
+from envhub.runtime import make_tool, unknown_tool
 
 
 def lookup(name: str, limit: int = 10, *, state: sqlite3.Connection) -> str:

@@ -17,7 +17,7 @@ import pytest
 
 import envhub
 from envhub.errors import EnvNotFoundError, UsageError
-from envhub.runtime._remote import RemoteError, load_remote
+from envhub.runtime import RemoteError, load_remote
 from envhub.settings import load_settings
 from tests.conftest import run_envhub
 from tests.serve_fixtures import (

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from envhub.errors import TrustError
-from envhub.manifest._models import (
+from envhub.manifest import (
     CodeTestsCriterion,
     ExactMatch,
     ExactMatchCriterion,
@@ -24,7 +24,7 @@ from envhub.manifest._models import (
     RegexMatch,
     Rubric,
 )
-from envhub.runtime._types import Score, Task, Trajectory
+from envhub.runtime import Score, Task, Trajectory
 from envhub.runtime.verifiers import (
     MissingFieldError,
     Verifier,
@@ -523,7 +523,7 @@ def test_unknown_kind() -> None:
 
 
 def test_every_manifest_kind_has_a_factory() -> None:
-    from envhub.manifest._models import VERIFIER_KINDS
+    from envhub.manifest import VERIFIER_KINDS
 
     assert sorted(default_factories()) == sorted(VERIFIER_KINDS)
 

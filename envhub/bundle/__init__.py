@@ -10,13 +10,15 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from envhub.bundle._archive import RECORD, ArchiveInfo, extract_archive, parse_record, write_archive
+    from envhub.bundle._archive import RECORD, ArchiveInfo, extract_archive, parse_record, path_problem, write_archive
     from envhub.bundle._build import IGNORE_FILE, BuiltBundle, archive_stem, build_bundle, bundle_files, public_manifest
+    from envhub.bundle._golden import GoldenLine, golden_problems, read_golden
     from envhub.bundle._validate import BundleCheck, SplitFacts, validate_bundle
 
 _WHERE = {
     "RECORD": "_archive", "ArchiveInfo": "_archive", "extract_archive": "_archive",
-    "parse_record": "_archive", "write_archive": "_archive",
+    "parse_record": "_archive", "path_problem": "_archive", "write_archive": "_archive",
+    "GoldenLine": "_golden", "golden_problems": "_golden", "read_golden": "_golden",
     "IGNORE_FILE": "_build", "BuiltBundle": "_build", "archive_stem": "_build",
     "build_bundle": "_build", "bundle_files": "_build", "public_manifest": "_build",
     "BundleCheck": "_validate", "SplitFacts": "_validate", "validate_bundle": "_validate",

@@ -12,7 +12,7 @@ from envhub.bundle._paths import IGNORE_FILE, bundle_files, heldout_seeds_bytes
 from envhub.bundle._validate import validate_bundle
 from envhub.errors import BundleError
 from envhub.manifest import MANIFEST_FILENAME, Manifest, dump_manifest
-from envhub.manifest._local import LocalDependency, local_dependencies
+from envhub.manifest import LocalDependency, local_dependencies
 from envhub.problems import Problem
 from envhub.tasks import SecretError, read_secret, sealed_seeds_bytes, sealed_seeds_path
 

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 from envhub.bundle._golden import golden_problems
 from envhub.bundle._paths import bundle_files, escaping_symlinks, resolve_inside
 from envhub.manifest import MANIFEST_FILENAME, Manifest, Split, parse_manifest
-from envhub.manifest._local import local_dependency_problems
-from envhub.manifest._locate import locate
-from envhub.manifest._models import CodeTests, ExactMatch, JsonMatch, LlmJudge, Numeric, RegexMatch, Rubric
+from envhub.manifest import local_dependency_problems
+from envhub.manifest import locate
+from envhub.manifest import CodeTests, ExactMatch, JsonMatch, LlmJudge, Numeric, RegexMatch, Rubric
 from envhub.problems import Problem, Report
 from envhub.tasks import (
     DEFAULT_MAX_LINE_BYTES,
@@ -27,7 +27,7 @@ from envhub.tasks import (
     read_secret,
     scan_rows,
 )
-from envhub.tasks._leaks import Needle, PublicFile, distinctive, find_leaks, regenerating_scripts
+from envhub.tasks import Needle, PublicFile, distinctive, find_leaks, regenerating_scripts
 
 if TYPE_CHECKING:
     from envhub.plugins import PluginManager

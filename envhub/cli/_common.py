@@ -1,11 +1,14 @@
-"""Options shared by the registry commands."""
+"""Options shared by the commands, and the command's :class:`~envhub.context.Context`."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
+
+if TYPE_CHECKING:
+    from envhub.context import Context
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -26,11 +29,14 @@ def offline_option(f: F) -> F:
                         help="Use the cache only; never contact a registry.")(f)
 
 
-def registry_context(choice: str | None):  # type: ignore[no-untyped-def]
-    """(settings, registry config, registry URL) for a command."""
-    from envhub.registry import load_registry_config
-    from envhub.settings import load_settings
+def app_context() -> Context:
+    """The invocation's context: settings, plugins, registry configuration and project,
+    made once per ``envhub`` invocation, the first time a command asks (so ``--help`` does
+    not read them), and passed down from here. The one place the CLI makes one."""
+    from envhub.context import Context
 
-    settings = load_settings()
-    config = load_registry_config(settings)
-    return settings, config, config.url(choice)
+    obj = click.get_current_context().find_root().ensure_object(dict)
+    if "context" not in obj:
+        obj["context"] = Context.create()
+    context: Context = obj["context"]
+    return context

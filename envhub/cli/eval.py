@@ -70,8 +70,8 @@ def eval_(ctx: click.Context, target: str, split: str, policy_spec: str, limit: 
     import functools
 
     from envhub.runtime import load
-    from envhub.runtime._eval import CurriculumRun, EvalRun, plan_jobs, read_records, summarize
-    from envhub.runtime._runner import RolloutPlan, make_executor
+    from envhub.runtime import CurriculumRun, EvalRun, plan_jobs, read_records, summarize
+    from envhub.runtime import RolloutPlan, make_executor
     from envhub.runtime.policies import make_policy
     from envhub.settings import load_settings
 
@@ -140,7 +140,7 @@ def eval_(ctx: click.Context, target: str, split: str, policy_spec: str, limit: 
 def _curriculum(env: Any, split: str, seed: int | None, limit: int | None, success_threshold: float) -> Any:
     """The curriculum of ``env``'s manifest over ``split``, for ``limit`` draws (default: the
     split's size). Raises UsageError when the manifest declares none."""
-    from envhub.runtime._curriculum import Curriculum
+    from envhub.runtime import Curriculum
 
     manifest = getattr(env, "manifest", None)
     spec = manifest.config.curriculum if manifest is not None else None

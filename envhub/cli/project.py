@@ -10,8 +10,8 @@ import click
 from envhub.cli._common import json_option, offline_option, registry_option
 
 if TYPE_CHECKING:
-    from envhub.project._lockfile import LockedEnv, Lockfile
-    from envhub.project._project import LockResult, Project
+    from envhub.project import LockedEnv, Lockfile
+    from envhub.project import LockResult, Project
 
 _PRERELEASE = click.option("--prerelease/--no-prerelease", "prereleases", default=None,
                            help="Allow pre-release versions (default: as the lock says; off for a new lock).")
@@ -53,16 +53,16 @@ def _relock_and_write(project: Project, environments: list[str], settings: Any, 
     specifier: it is written as ``>=`` the version resolved."""
     from dataclasses import replace
 
-    from envhub.project._edit import write_environments
-    from envhub.project._lockfile import read_lock, write_lock
-    from envhub.project._project import LockResult, resolve_project
+    from envhub.project import write_environments
+    from envhub.project import read_lock, write_lock
+    from envhub.project import LockResult, resolve_project
 
     previous = read_lock(project.lock_path)
     candidate = replace(project, environments=environments)
     lock, resolution = resolve_project(candidate, settings, registry=registry, offline=offline,
                                        prereleases=prereleases, previous=previous)
     if bare is not None:
-        from envhub.project._edit import with_environment
+        from envhub.project import with_environment
 
         environments = with_environment(environments, f"{bare}>={resolution.pins[bare].version}", bare)
         lock.requires = replace(project, environments=environments).normalized()
@@ -84,9 +84,9 @@ def add(ref: str, registry: str | None, offline: bool, prereleases: bool | None,
     A bare name is written as ">=" the version it resolves to. Nothing is written unless
     the new set of environments resolves.
     """
-    from envhub.project._edit import with_environment
-    from envhub.project._project import require_project, sync_project
-    from envhub.project._resolver import parse_requirement
+    from envhub.project import with_environment
+    from envhub.project import require_project, sync_project
+    from envhub.project import parse_requirement
 
     settings, offline = _settings(offline)
     project = require_project()
@@ -118,8 +118,8 @@ def add(ref: str, registry: str | None, offline: bool, prereleases: bool | None,
 @json_option
 def remove(name: str, registry: str | None, offline: bool, as_json: bool) -> None:
     """Remove NAME from [tool.envhub] environments and relock (the cache keeps its copy)."""
-    from envhub.project._edit import without_environment
-    from envhub.project._project import require_project
+    from envhub.project import without_environment
+    from envhub.project import require_project
 
     settings, offline = _settings(offline)
     project = require_project()
@@ -151,7 +151,7 @@ def lock(upgrade: bool, upgrade_packages: tuple[str, ...], registry: str | None,
     Versions already locked are kept while they still fit (use --upgrade or
     --upgrade-package to move them); the file is rewritten only if it changes.
     """
-    from envhub.project._project import lock_project, require_project
+    from envhub.project import lock_project, require_project
 
     if upgrade and upgrade_packages:
         raise click.UsageError("use --upgrade or --upgrade-package, not both")
@@ -189,7 +189,7 @@ def sync(locked: bool, frozen: bool, offline: bool, registry: str | None, with_h
     Python dependencies the environments need and which are missing here; installs them
     only with --install-python-deps.
     """
-    from envhub.project._project import require_project, sync_project
+    from envhub.project import require_project, sync_project
 
     if locked and frozen:
         raise click.UsageError("use --locked or --frozen, not both")
@@ -233,7 +233,7 @@ def _report_python(python: Any, *, install: bool) -> None:
 
 
 def _install(missing: dict[str, str]) -> list[str]:
-    from envhub.project._project import install_command, install_python
+    from envhub.project import install_command, install_python
 
     requirements = sorted(missing)
     _say("Installing Python dependencies: " + " ".join(install_command(requirements)))
@@ -245,7 +245,7 @@ def _install(missing: dict[str, str]) -> list[str]:
 @json_option
 def tree(as_json: bool) -> None:
     """Show the project's environments and what each depends on, as locked."""
-    from envhub.project._project import read_project_lock, require_project, stale_reason
+    from envhub.project import read_project_lock, require_project, stale_reason
 
     project = require_project()
     lock = read_project_lock(project)
@@ -276,7 +276,7 @@ def _label(lock: Lockfile, name: str, spec: str) -> tuple[LockedEnv | None, str]
 
 
 def _node(parent: Any, lock: Lockfile, name: str, spec: str, shown: set[str], path: list[str]) -> None:
-    from envhub.project._resolver import parse_requirement
+    from envhub.project import parse_requirement
 
     env, label = _label(lock, name, spec)
     if env is not None and name in shown and env.dependencies:
@@ -292,7 +292,7 @@ def _node(parent: Any, lock: Lockfile, name: str, spec: str, shown: set[str], pa
 
 
 def _node_json(lock: Lockfile, name: str, spec: str, path: set[str]) -> dict[str, Any]:
-    from envhub.project._resolver import parse_requirement
+    from envhub.project import parse_requirement
 
     env = lock.get(name)
     node: dict[str, Any] = {"name": name, "requirement": spec, "version": env.version if env else None}
@@ -309,8 +309,8 @@ def _node_json(lock: Lockfile, name: str, spec: str, path: set[str]) -> dict[str
 def outdated(registry: str | None, offline: bool, as_json: bool) -> None:
     """List locked environments with newer versions: the newest that fits every
     requirement on it (what 'envhub lock --upgrade' would pick) and the newest published."""
-    from envhub.project._project import RegistryIndex, read_project_lock, registry_urls, require_project
-    from envhub.project._resolver import parse_requirement
+    from envhub.project import RegistryIndex, read_project_lock, registry_urls, require_project
+    from envhub.project import parse_requirement
 
     settings, offline = _settings(offline)
     project = require_project()

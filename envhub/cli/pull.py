@@ -65,7 +65,7 @@ def with_current_yank(result: PullResult, ref: str, url: str, settings: Settings
     from envhub.errors import EnvNotFoundError, RegistryError
     from envhub.ids import parse_ref
     from envhub.registry import open_registry
-    from envhub.registry._base import select_version
+    from envhub.registry import select_version
 
     parsed = parse_ref(ref)
     if parsed.pinned is None:  # a range was resolved against the index just now

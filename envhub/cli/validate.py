@@ -136,8 +136,8 @@ def _self_test(check, *, trust: bool, limit: int | None) -> list:  # type: ignor
     from envhub.errors import EnvhubError
     from envhub.problems import Problem
     from envhub.runtime import load
-    from envhub.runtime._check import self_test
-    from envhub.runtime._golden import check_recorded
+    from envhub.runtime import self_test
+    from envhub.runtime import check_recorded
 
     manifest_file = str(check.path / "envhub.toml")
     try:
@@ -159,7 +159,7 @@ def _against(check, ref: str, *, registry: str | None, trust: bool,  # type: ign
     from envhub.errors import EnvhubError, EnvNotFoundError
     from envhub.problems import Problem
     from envhub.runtime import load
-    from envhub.runtime._golden import compare
+    from envhub.runtime import compare
 
     manifest_file = str(check.path / "envhub.toml")
     name = check.manifest.environment.name

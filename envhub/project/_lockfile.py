@@ -15,7 +15,8 @@ from typing import Any
 
 from envhub.errors import EnvhubError
 
-__all__ = ["LOCK_FILENAME", "LOCK_VERSION", "LockError", "LockedEnv", "Lockfile", "read_lock", "write_lock"]
+__all__ = ["DEFAULT_SOURCE", "LOCK_FILENAME", "LOCK_VERSION", "LockError", "LockedEnv", "Lockfile", "dumps", "loads",
+           "read_lock", "write_lock"]
 
 LOCK_FILENAME = "envhub.lock"
 LOCK_VERSION = 1

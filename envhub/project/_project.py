@@ -26,7 +26,7 @@ from envhub.project._lockfile import (
     read_lock,
     write_lock,
 )
-from envhub.registry._base import VersionEntry
+from envhub.registry import VersionEntry
 from envhub.settings import Settings
 
 if TYPE_CHECKING:
@@ -34,7 +34,10 @@ if TYPE_CHECKING:
 
     from envhub.project._resolver import Requirement, Resolution
 
-__all__ = ["Project", "find_project", "lock_project", "locked_for", "require_project", "sync_project"]
+__all__ = ["PYPROJECT", "LockResult", "Project", "PythonReport", "RegistryIndex", "StaleLockError", "SyncResult",
+           "find_project", "install_command", "install_python", "lock_project", "locked_entry", "locked_for",
+           "python_report", "read_project_lock", "registry_urls", "require_project", "resolve_project", "source_of",
+           "source_url", "stale_reason", "sync_project"]
 
 PYPROJECT = "pyproject.toml"
 _FIELD = "tool.envhub.environments"
@@ -105,12 +108,12 @@ def name_and_specifier(text: str) -> tuple[str, SpecifierSet]:
 
 def find_project(cwd: Path | None = None) -> Project | None:
     """The project around ``cwd``: the nearest ``pyproject.toml`` (None if there is none)."""
-    from envhub.registry._config import _project_file, _read_toml
+    from envhub._toml import find_pyproject, load_file
 
-    path = _project_file((cwd or Path.cwd()).resolve())
+    path = find_pyproject((cwd or Path.cwd()).resolve())
     if path is None:
         return None
-    table = _read_toml(path).get("tool", {}).get("envhub", {})
+    table = load_file(path).get("tool", {}).get("envhub", {})
     if not isinstance(table, dict):
         raise UsageError(f"{path}: [tool.envhub] must be a table", hint="write [tool.envhub] with environments = [...]")
     environments = table.get("environments", [])
@@ -463,9 +466,9 @@ def locked_for(ref_text: str, cwd: Path | None = None) -> tuple[LockedEnv, Path]
     a project, without a lock, or for a name the lock does not have. A version the lock
     does not satisfy is an error (it would silently differ from what the project locked)."""
     from envhub.ids import parse_ref
-    from envhub.registry._config import _project_file
+    from envhub._toml import find_pyproject
 
-    pyproject = _project_file((cwd or Path.cwd()).resolve())
+    pyproject = find_pyproject((cwd or Path.cwd()).resolve())
     if pyproject is None:
         return None
     lock_path = pyproject.parent / LOCK_FILENAME

@@ -28,7 +28,7 @@ except ImportError:  # pragma: no cover - another resolvelib
 
 from envhub.errors import EnvhubError
 from envhub.ids import parse_ref
-from envhub.registry._base import VersionEntry
+from envhub.registry import VersionEntry
 
 __all__ = ["Index", "Requirement", "Resolution", "ResolutionError", "parse_requirement", "resolve"]
 

@@ -2,26 +2,41 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from envhub.errors import RegistryError
-from envhub.registry._base import PublishResult, Registry, VersionEntry, select_version, version_key
+from envhub.registry._base import (
+    PublishResult,
+    Registry,
+    VersionEntry,
+    is_backend_error,
+    select_version,
+    unreachable,
+    version_key,
+)
 from envhub.registry._config import RegistryConfig, load_registry_config
 
 if TYPE_CHECKING:
+    from envhub.registry._fsspec import BlobStore, FsspecRegistry
+    from envhub.registry._hf import HfRegistry
     from envhub.plugins import PluginManager
     from envhub.registry._base import HeldoutStoreLike
     from envhub.settings import Settings
 
 __all__ = [
+    "BlobStore",
+    "FsspecRegistry",
+    "HfRegistry",
     "PublishResult",
     "Registry",
     "RegistryConfig",
     "VersionEntry",
+    "is_backend_error",
     "load_registry_config",
     "open_heldout_store",
     "open_registry",
     "select_version",
+    "unreachable",
     "version_key",
 ]
 
@@ -71,3 +86,15 @@ def open_heldout_store(url: str) -> HeldoutStoreLike:
     from envhub.registry._fsspec import HeldoutStore
 
     return HeldoutStore(url)
+
+
+# The backends' classes, imported on first use: fsspec and huggingface_hub are heavy.
+_LAZY = {"BlobStore": "_fsspec", "FsspecRegistry": "_fsspec", "HfRegistry": "_hf"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'envhub.registry' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(f"envhub.registry.{_LAZY[name]}"), name)

@@ -19,7 +19,8 @@ from envhub.ids import EnvRef
 if TYPE_CHECKING:
     from envhub.bundle import BuiltBundle
 
-__all__ = ["HeldoutStoreLike", "PublishResult", "Registry", "VersionEntry", "select_version", "version_key"]
+__all__ = ["HeldoutStoreLike", "PublishResult", "Registry", "VersionEntry", "is_backend_error", "select_version",
+           "unreachable", "version_key"]
 
 ENTRY_FORMAT = 1
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")

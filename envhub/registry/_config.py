@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from envhub._toml import find_pyproject, load_file
 from envhub.errors import UsageError
 from envhub.settings import Settings
 
@@ -41,40 +42,18 @@ class RegistryConfig:
         return self.settings.heldout_store or self.settings.default_heldout_store
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return {}
-    # Imported only when there is a file to read: most pulls have none.
-    from envhub import _toml
-
-    try:
-        return _toml.loads(text)
-    except (_toml.TOMLDecodeError, UnicodeDecodeError) as e:
-        raise UsageError(f"{path}: invalid TOML: {e}", hint="fix the file's syntax") from e
-
-
-def _project_file(start: Path) -> Path | None:
-    for directory in [start, *start.parents]:
-        candidate = directory / "pyproject.toml"
-        if candidate.is_file():
-            return candidate
-    return None
-
-
 def load_registry_config(settings: Settings, *, cwd: Path | None = None) -> RegistryConfig:
     named: dict[str, str] = {}
     default: str | None = None
     sources = []
-    user = _read_toml(settings.config_file)
+    user = load_file(settings.config_file)
     if user:
         sources.append(str(settings.config_file))
         named.update(_table(user.get("registries", {}), settings.config_file, "registries"))
         default = user.get("default-registry", default)
-    project = _project_file((cwd or Path.cwd()).resolve())
+    project = find_pyproject((cwd or Path.cwd()).resolve())
     if project is not None:
-        tool = _read_toml(project).get("tool", {}).get("envhub", {})
+        tool = load_file(project).get("tool", {}).get("envhub", {})
         if tool:
             sources.append(str(project))
             named.update(_table(tool.get("registries", {}), project, "tool.envhub.registries"))

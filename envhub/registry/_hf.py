@@ -182,7 +182,7 @@ class _HubRepos:
         """Download a version's tree at ``revision``, verify every file against its RECORD,
         rebuild the archive and check it has ``digest``. Returns the open archive (its file
         is already unlinked). Raises IntegrityError, or the Hub's errors."""
-        from envhub.bundle._archive import RECORD, parse_record
+        from envhub.bundle import RECORD, parse_record
 
         where = f"{display} from {self.url}"
         tmp = Path(tempfile.mkdtemp(prefix="envhub-hf-"))

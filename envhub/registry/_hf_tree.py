@@ -51,7 +51,7 @@ class ArchiveTree:
 
 def read_tree(archive: Path, digest: str, size: int, dest: Path, *, max_bytes: int) -> ArchiveTree:
     """Extract an archive that envhub built into ``dest`` (which must not exist)."""
-    from envhub.bundle._archive import extract_archive
+    from envhub.bundle import extract_archive
 
     extract_archive(archive, dest, max_bytes=max_bytes)
     files: dict[str, Path] = {}
@@ -95,7 +95,7 @@ def version_document(entry: dict[str, Any], archive: dict[str, Any]) -> bytes:
 def check_rel_path(rel: str, where: str) -> str:
     """``rel`` if it is a plain, normalised relative path inside a bundle; else IntegrityError
     (the RECORD is not trusted before the rebuilt archive's digest is checked)."""
-    from envhub.bundle._archive import path_problem
+    from envhub.bundle import path_problem
 
     if not rel or path_problem(rel):
         raise IntegrityError(f"{where}: the RECORD names an unsafe path {rel!r}",
@@ -106,7 +106,7 @@ def check_rel_path(rel: str, where: str) -> str:
 def rebuild_archive(dest: Path, files: Iterable[tuple[str, Path]], executables: Iterable[str]) -> tuple[str, int]:
     """Write the archive that ``files`` (verified downloads) make, and return its digest
     and size. Executable files get the mode the archive records for them."""
-    from envhub.bundle._archive import RECORD, write_archive
+    from envhub.bundle import RECORD, write_archive
 
     sources = []
     execs = set(executables)

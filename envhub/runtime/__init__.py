@@ -10,13 +10,22 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from envhub.runtime._chat import ChatClient
+    from envhub.runtime._check import GENERATED_CHECK_LIMIT, CheckResult, self_test
+    from envhub.runtime._composite import CompositeEnvironment
     from envhub.runtime._curriculum import Curriculum, Draw, LevelChange
+    from envhub.runtime._eval import CurriculumRun, EvalRun, pass_at_k, plan_jobs, read_records, summarize
+    from envhub.runtime._golden import check_recorded, compare
+    from envhub.runtime._remote import RemoteEnvironment, RemoteError, load_remote
+    from envhub.runtime._shadow import refuse_shadowing, shadowing_files
+    from envhub.runtime._tasks import read_jsonl
+    from envhub.runtime._tools import make_tool, unknown_tool
     from envhub.runtime._environment import Environment, SplitInfo
     from envhub.runtime._episode import Episode
     from envhub.runtime._load import load
-    from envhub.runtime._runner import Executor, RolloutJob, RolloutPlan, run_rollout
-    from envhub.runtime._state import StateFactory, StateHandle
-    from envhub.runtime._types import Observation, Score, StepResult, Task, Trajectory
+    from envhub.runtime._runner import Executor, LocalExecutor, RolloutJob, RolloutPlan, make_executor, run_rollout
+    from envhub.runtime._state import StateFactory, StateHandle, files_state, python_state, sqlite_state
+    from envhub.runtime._types import Observation, Score, StepResult, Task, Trajectory, as_assistant_message
 
 _WHERE = {
     "Curriculum": "_curriculum", "Draw": "_curriculum", "LevelChange": "_curriculum",
@@ -25,6 +34,19 @@ _WHERE = {
     # What plugins implement (docs/plugins.md): state kinds and rollout executors.
     "StateFactory": "_state", "StateHandle": "_state",
     "Executor": "_runner", "RolloutJob": "_runner", "RolloutPlan": "_runner", "run_rollout": "_runner",
+    "LocalExecutor": "_runner", "make_executor": "_runner",
+    "files_state": "_state", "python_state": "_state", "sqlite_state": "_state",
+    "ChatClient": "_chat",
+    "CheckResult": "_check", "GENERATED_CHECK_LIMIT": "_check", "self_test": "_check",
+    "CompositeEnvironment": "_composite",
+    "CurriculumRun": "_eval", "EvalRun": "_eval", "pass_at_k": "_eval", "plan_jobs": "_eval", "read_records": "_eval",
+    "summarize": "_eval",
+    "check_recorded": "_golden", "compare": "_golden",
+    "RemoteEnvironment": "_remote", "RemoteError": "_remote", "load_remote": "_remote",
+    "refuse_shadowing": "_shadow", "shadowing_files": "_shadow",
+    "read_jsonl": "_tasks",
+    "make_tool": "_tools", "unknown_tool": "_tools",
+    "as_assistant_message": "_types",
 }
 __all__ = sorted(_WHERE)
 

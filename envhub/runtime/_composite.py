@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from envhub.errors import BundleError, EnvNotFoundError
-from envhub.manifest._models import Manifest
+from envhub.manifest import Manifest
 from envhub.runtime._environment import Environment, SplitInfo, bundle_digest, provenance
 from envhub.runtime._episode import Episode
 from envhub.runtime._types import Message, Score, Task, Trajectory

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from envhub.errors import UsageError
-from envhub.manifest._models import Curriculum as CurriculumSpec
+from envhub.manifest import Curriculum as CurriculumSpec
 from envhub.runtime._tasks import group_by_level
 from envhub.runtime._types import Task
 

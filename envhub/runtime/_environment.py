@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from envhub._version import __version__
 from envhub.errors import PluginError
-from envhub.manifest._models import Manifest
+from envhub.manifest import Manifest
 from envhub.runtime._code import CodeSpace
 from envhub.runtime._episode import Episode
 from envhub.runtime._state import StateFactory, StateHandle, make_state_factory

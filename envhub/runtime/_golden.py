@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from envhub.bundle._golden import GoldenLine, read_golden
+from envhub.bundle import GoldenLine, read_golden
 from envhub.errors import EnvhubError
 from envhub.problems import Problem
 from envhub.runtime._environment import Environment

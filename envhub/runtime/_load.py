@@ -12,7 +12,7 @@ from envhub.runtime._shadow import refuse_shadowing
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from envhub.manifest._models import Manifest
+    from envhub.manifest import Manifest
     from envhub.plugins import PluginManager
     from envhub.runtime._environment import Environment
     from envhub.settings import Settings
@@ -68,7 +68,7 @@ def load(ref_or_path: str | os.PathLike[str], *, trust_code: bool = False, regis
     from envhub._packages import find_installed
     from envhub.errors import InvalidIdError, UsageError
     from envhub.manifest import load_manifest
-    from envhub.manifest._load import MANIFEST_FILENAME
+    from envhub.manifest import MANIFEST_FILENAME
     from envhub.settings import load_settings
 
     settings = settings or load_settings()
@@ -120,7 +120,7 @@ def _locked(text: str, registry: str | None, locked: bool) -> tuple[Any, Path] |
     false, or an explicit ``registry``)."""
     if not locked or registry is not None:
         return None
-    from envhub.project._project import locked_for
+    from envhub.project import locked_for
 
     return locked_for(text)
 
@@ -129,7 +129,7 @@ def _fetch_locked(env: Any, lock_path: Path, settings: Settings, *, with_heldout
     """Fetch exactly what the lock records: its version from its registry, by its
     locator, verified against its digest; the registry's index is not asked."""
     from envhub.hub import fetch
-    from envhub.project._project import locked_entry
+    from envhub.project import locked_entry
 
     entry = locked_entry(env, settings)
     result = fetch(entry, entry.registry, settings, with_heldout="if-any" if with_heldout else False,
@@ -185,8 +185,8 @@ def _children(manifest: Manifest, root: Path, settings: Settings, *, trust_code:
     from envhub.errors import BundleError
     from envhub.hub import fetch
     from envhub.manifest import load_manifest
-    from envhub.manifest._local import local_dependencies
-    from envhub.project._project import RegistryIndex, find_project, locked_entry, locked_for, registry_urls
+    from envhub.manifest import local_dependencies
+    from envhub.project import RegistryIndex, find_project, locked_entry, locked_for, registry_urls
     from envhub.project._resolver import Requirement, _specifier, resolve
 
     splits = manifest.tasks.splits.values()

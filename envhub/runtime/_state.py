@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from envhub.manifest._models import StateSection
+from envhub.manifest import StateSection
 from envhub.runtime._types import Task
 
 if TYPE_CHECKING:

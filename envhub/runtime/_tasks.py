@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, overload
 
 from envhub.errors import BundleError, EnvhubError, EnvNotFoundError, UsageError
-from envhub.manifest._models import Split, TasksSection
+from envhub.manifest import Split, TasksSection
 from envhub.problems import Problem
 from envhub.runtime._types import Task
 from envhub.tasks import SecretError, json_hint, json_reason, heldout_seeds, parse_sealed_seeds, read_secret, sealed_seeds_path

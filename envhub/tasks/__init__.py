@@ -13,6 +13,7 @@ from envhub.tasks._scan import (
     scan_parquet,
     scan_rows,
 )
+from envhub.tasks._leaks import DISTINCTIVE_CHARS, Needle, PublicFile, distinctive, find_leaks, regenerating_scripts
 from envhub.tasks._parquet import read_parquet
 from envhub.tasks._heldout import (
     SecretError,
@@ -26,6 +27,12 @@ from envhub.tasks._heldout import (
 )
 
 __all__ = [
+    "DISTINCTIVE_CHARS",
+    "Needle",
+    "PublicFile",
+    "distinctive",
+    "find_leaks",
+    "regenerating_scripts",
     "DEFAULT_MAX_LINE_BYTES",
     "MAX_DIFFICULTY",
     "IdSource",

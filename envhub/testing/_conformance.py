@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from envhub.bundle import BundleCheck, SplitFacts
     from envhub.manifest import Split
     from envhub.runtime import Environment
-    from envhub.runtime._check import CheckResult
+    from envhub.runtime import CheckResult
 
 __all__ = ["CHECKS", "Conformance", "Outcome"]
 
@@ -148,7 +148,7 @@ class Conformance:
     @cached_property
     def self_test(self) -> CheckResult | Problem:
         """``envhub validate --check`` of the bundle, or the problem that stopped it."""
-        from envhub.runtime._check import self_test
+        from envhub.runtime import self_test
 
         env = self.environment
         if isinstance(env, Problem):
@@ -206,7 +206,7 @@ class Conformance:
         problems = []
         for name in splits:
             try:
-                from envhub.runtime._check import GENERATED_CHECK_LIMIT
+                from envhub.runtime import GENERATED_CHECK_LIMIT
 
                 for _ in env.tasks(name, limit=self.limit if self.limit is not None else GENERATED_CHECK_LIMIT):
                     pass

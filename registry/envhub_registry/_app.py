@@ -24,7 +24,7 @@ from starlette.routing import Route
 from envhub._version import __version__ as envhub_version
 from envhub.errors import EnvhubError, UsageError
 from envhub.runtime import Environment
-from envhub.runtime._types import as_assistant_message
+from envhub.runtime import as_assistant_message
 
 from envhub_registry._auth import Auth
 from envhub_registry._config import ServeConfig

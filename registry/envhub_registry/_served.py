@@ -18,7 +18,7 @@ from envhub.errors import EnvNotFoundError
 from envhub.bundle import public_manifest
 from envhub.manifest import dump_manifest
 from envhub.runtime import Environment, Score, StepResult, Task
-from envhub.runtime._types import Observation
+from envhub.runtime import Observation
 
 __all__ = ["Served", "WITHHELD", "failed_step_view", "observation_view", "score_view", "step_view"]
 

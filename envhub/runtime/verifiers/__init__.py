@@ -5,6 +5,8 @@
 docs/verifiers.md says exactly how each kind scores.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from envhub.runtime.verifiers._base import MissingFieldError, Verifier, VerifierContext, VerifierError, task_value
 from envhub.runtime.verifiers._build import Factory, build_verifier, default_factories, plugin_factories
 from envhub.runtime.verifiers._code_tests import (
@@ -25,7 +27,13 @@ from envhub.runtime.verifiers._python import PythonEntryPointVerifier
 from envhub.runtime.verifiers._regex import RegexVerifier
 from envhub.runtime.verifiers._rubric import Criterion, RubricVerifier
 
+if TYPE_CHECKING:
+    from envhub.runtime.verifiers._llm_judge import DEFAULT_RUBRIC, LlmJudgeVerifier, parse_verdict
+
 __all__ = [
+    "DEFAULT_RUBRIC",
+    "LlmJudgeVerifier",
+    "parse_verdict",
     "CallCase",
     "CodeTestsVerifier",
     "Criterion",
@@ -55,3 +63,15 @@ __all__ = [
     "run_tests",
     "task_value",
 ]
+
+
+# The llm-judge imports the HTTP client: on first use only.
+_LAZY = {"DEFAULT_RUBRIC", "LlmJudgeVerifier", "parse_verdict"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'envhub.runtime.verifiers' has no attribute {name!r}")
+    from envhub.runtime.verifiers import _llm_judge
+
+    return getattr(_llm_judge, name)

@@ -53,7 +53,7 @@ class _PluginFactories(Mapping[str, Factory]):
 
 
 def _is_builtin_spec(kind: str) -> bool:
-    from envhub.manifest._models import VERIFIER_KINDS
+    from envhub.manifest import VERIFIER_KINDS
 
     return kind in VERIFIER_KINDS
 

@@ -76,7 +76,7 @@ def add(seed: int, split: str = "train") -> dict[str, Any]:
 
 
 def open_testreg(url: str, settings: Any) -> Any:
-    from envhub.registry._fsspec import FsspecRegistry
+    from envhub.registry import FsspecRegistry
 
     return FsspecRegistry(url.split("://", 1)[1])  # testreg:///abs/dir is the directory /abs/dir
 
