@@ -60,6 +60,9 @@ class LockedEnv:
 
 @dataclass
 class Lockfile:
+    """The contents of ``envhub.lock`` (``spec/lockfile.md``): read with :func:`read_lock`
+    or :func:`loads`, written with :func:`write_lock` or :func:`dumps`."""
+
     #: The project's requirements when it was locked, normalized and sorted: the lock is
     #: up to date while pyproject.toml asks for the same.
     requires: list[str]
@@ -67,7 +70,42 @@ class Lockfile:
     prereleases: bool = False
 
     def get(self, name: str) -> LockedEnv | None:
+        """The locked environment called ``name``, or None."""
         return self.environments.get(name)
+
+    def locked_for(self, ref_text: str, *, path: Path | str = LOCK_FILENAME) -> LockedEnv | None:
+        """The locked environment ``ref_text`` means: a bare name (``acme/a``), or a name
+        whose version or specifier (``acme/a@1.2.0``, ``acme/a>=1.2``) the locked version
+        satisfies. None for a name this lock does not have.
+
+        Raises :class:`LockError` when the lock has the name at a version ``ref_text`` does
+        not accept (loading it would silently differ from what the project locked), naming
+        ``path`` (where this lock was read from) in the message, and
+        :class:`envhub.errors.InvalidIdError` for a malformed ``ref_text``.
+
+        >>> lock = Lockfile(["acme/a"], {"acme/a": LockedEnv("acme/a", "1.2.0", "sha256:" + "0" * 64, 1, "default",
+        ...                                                   None)})
+        >>> lock.locked_for("acme/a>=1").ref
+        'acme/a@1.2.0'
+        >>> lock.locked_for("acme/b") is None
+        True
+        >>> try:
+        ...     lock.locked_for("acme/a@2.0.0", path="/work/trainer/envhub.lock")
+        ... except LockError as e:
+        ...     print(e.message)
+        acme/a@2.0.0 asks for another version than /work/trainer/envhub.lock locks (acme/a@1.2.0)
+        """
+        from envhub.ids import parse_ref
+
+        ref = parse_ref(ref_text)
+        env = self.get(str(ref.name))
+        if env is None:
+            return None
+        if not ref.accepts(env.version, prereleases=True):
+            raise LockError(f"{ref} asks for another version than {path} locks ({env.ref})",
+                            hint=f"ask for {ref.name} to use the locked version, or change pyproject.toml and run "
+                                 "'envhub lock'")
+        return env
 
 
 def _requirement_name(text: str) -> str:

@@ -461,11 +461,12 @@ def install_python(requirements: Sequence[str]) -> None:
 
 
 def locked_for(ref_text: str, cwd: Path | None = None) -> tuple[LockedEnv, Path] | None:
-    """The locked environment ``ref_text`` means inside the project around ``cwd``: a bare
-    name, or a name whose version or specifier the locked version satisfies. None outside
-    a project, without a lock, or for a name the lock does not have. A version the lock
-    does not satisfy is an error (it would silently differ from what the project locked)."""
-    from envhub.ids import parse_ref
+    """The locked environment ``ref_text`` means inside the project around ``cwd``
+    (default: the current directory), and the lock's path: what
+    :meth:`Lockfile.locked_for` says of the project's ``envhub.lock``, read afresh on every
+    call (a caller that holds the lock already calls the method). None outside a project,
+    without a lock, or for a name the lock does not have. Raises :class:`LockError` for a
+    version the lock does not satisfy, or a malformed lock."""
     from envhub._toml import find_pyproject
 
     pyproject = find_pyproject((cwd or Path.cwd()).resolve())
@@ -475,12 +476,5 @@ def locked_for(ref_text: str, cwd: Path | None = None) -> tuple[LockedEnv, Path]
     lock = read_lock(lock_path)
     if lock is None:
         return None
-    ref = parse_ref(ref_text)
-    env = lock.get(str(ref.name))
-    if env is None:
-        return None
-    if not ref.accepts(env.version, prereleases=True):
-        raise LockError(f"{ref} asks for another version than {lock_path} locks ({env.ref})",
-                        hint=f"ask for {ref.name} to use the locked version, or change {PYPROJECT} and run "
-                             "'envhub lock'")
-    return env, lock_path
+    env = lock.locked_for(ref_text, path=lock_path)
+    return None if env is None else (env, lock_path)
