@@ -29,7 +29,9 @@ if TYPE_CHECKING:
     from envhub.ids import EnvName, EnvRef, parse_name, parse_ref
     from envhub.manifest import Manifest, dump_manifest, load_manifest, parse_manifest
     from envhub.registry import Registry, VersionEntry, open_registry
-    from envhub.runtime import Environment, Episode, Observation, Score, StepResult, Task, Trajectory, load
+    from envhub._load import load
+    from envhub.context import Context
+    from envhub.runtime import Environment, Episode, Observation, Score, StepResult, Task, Trajectory
 
 _WHERE = {
     "BuiltBundle": "envhub.bundle", "BundleCheck": "envhub.bundle", "build_bundle": "envhub.bundle",
@@ -43,7 +45,7 @@ _WHERE = {
     "Registry": "envhub.registry", "VersionEntry": "envhub.registry", "open_registry": "envhub.registry",
     "Environment": "envhub.runtime", "Episode": "envhub.runtime", "Observation": "envhub.runtime",
     "Score": "envhub.runtime", "StepResult": "envhub.runtime", "Task": "envhub.runtime",
-    "Trajectory": "envhub.runtime", "load": "envhub.runtime",
+    "Trajectory": "envhub.runtime", "load": "envhub._load", "Context": "envhub.context",
     "TrustError": "envhub.errors", "PolicyError": "envhub.errors",
     "hookimpl": "envhub.hookspecs",
 }

@@ -112,11 +112,10 @@ def packages_from_entry_points(entry_points: Iterable[EntryPoint]) -> Iterator[E
         yield EnvironmentPackage(ep.name, path, dist_name, dist_version, version)
 
 
-def find_installed(text: str, plugins: PluginManager | None = None) -> EnvironmentPackage | None:
+def find_installed(text: str, plugins: PluginManager) -> EnvironmentPackage | None:
     """The installed environment package the id ``text`` names, or None: when no package
     provides that name, or the id asks for a version (``@1.2.0``, ``>=1.2``) the package's
-    manifest version does not satisfy. ``plugins`` defaults to this process's manager.
-
+    manifest version does not satisfy.
     Raises :class:`envhub.errors.PluginConflictError` when two distributions provide the
     name, and :class:`envhub.errors.PluginError` when its entry is broken."""
     from envhub.errors import InvalidIdError
@@ -126,10 +125,6 @@ def find_installed(text: str, plugins: PluginManager | None = None) -> Environme
         ref = parse_ref(text)
     except InvalidIdError:
         return None  # not an id: the caller says so
-    if plugins is None:
-        from envhub.plugins import plugin_manager
-
-        plugins = plugin_manager()
     package: EnvironmentPackage | None = plugins.lookup("environments", str(ref.name))
     if package is None or package.path is None:
         return None

@@ -16,6 +16,7 @@ from envhub.settings import Settings
 
 if TYPE_CHECKING:
     from envhub.bundle import BuiltBundle
+    from envhub.plugins import PluginManager
 
 __all__ = ["PullResult", "PushResult", "fetch", "materialize", "pull", "push"]
 
@@ -88,8 +89,8 @@ class PullResult:
     warning: str | None = None
 
 
-def resolve(ref: EnvRef, registry_url: str, cache: Cache, *, offline: bool,
-            settings: Settings | None = None) -> tuple[VersionEntry, str | None, Registry | None]:
+def resolve(ref: EnvRef, registry_url: str, cache: Cache, *, offline: bool, settings: Settings,
+            plugins: PluginManager) -> tuple[VersionEntry, str | None, Registry | None]:
     """Resolve ``ref`` to a version entry. An exact pin already in the cache needs no
     registry (versions are immutable); ``offline`` uses only what the cache remembers."""
     pinned = ref.pinned
@@ -113,13 +114,14 @@ def resolve(ref: EnvRef, registry_url: str, cache: Cache, *, offline: bool,
         return entry, warning, None
     from envhub.registry import open_registry
 
-    registry = open_registry(registry_url, settings)
+    registry = open_registry(registry_url, settings, plugins=plugins)
     entry, warning = select_version(registry.versions(str(ref.name)), ref)
     return entry, warning, registry
 
 
 def pull(ref_text: str, registry_url: str, settings: Settings, *, with_heldout: bool | Literal["if-any"] = False,
-         heldout_url: str | None = None, offline: bool = False, locator: str | None = None) -> PullResult:
+         heldout_url: str | None = None, offline: bool = False, locator: str | None = None,
+         plugins: PluginManager) -> PullResult:
     """Resolve, fetch, verify and extract into the cache; return where it is.
 
     ``locator`` (from a lockfile) is the immutable place of the version's bytes (a Hub
@@ -127,17 +129,17 @@ def pull(ref_text: str, registry_url: str, settings: Settings, *, with_heldout: 
     digest is checked all the same."""
     ref = parse_ref(ref_text)
     cache = Cache(settings.cache)
-    entry, warning, registry = resolve(ref, registry_url, cache, offline=offline, settings=settings)
+    entry, warning, registry = resolve(ref, registry_url, cache, offline=offline, settings=settings, plugins=plugins)
     if locator is not None:
         entry = replace(entry, locator=locator)
     result = fetch(entry, registry_url, settings, registry=registry, with_heldout=with_heldout,
-                   heldout_url=heldout_url, offline=offline, cache=cache)
+                   heldout_url=heldout_url, offline=offline, cache=cache, plugins=plugins)
     return replace(result, warning=warning)
 
 
 def fetch(entry: VersionEntry, registry_url: str, settings: Settings, *, registry: Registry | None = None,
           with_heldout: bool | Literal["if-any"] = False, heldout_url: str | None = None, offline: bool = False,
-          cache: Cache | None = None) -> PullResult:
+          cache: Cache | None = None, plugins: PluginManager) -> PullResult:
     """Make sure ``entry`` (already resolved: from an index, or a lockfile) is in the
     cache, verified against its digest; fetch it from ``registry_url`` if it is not.
 
@@ -155,7 +157,7 @@ def fetch(entry: VersionEntry, registry_url: str, settings: Settings, *, registr
         if offline:
             raise EnvNotFoundError(f"{entry.ref} is not in the cache (offline)",
                                    hint=f"fetch it once online: envhub pull {entry.ref}")
-        registry = registry or open_registry(registry_url, settings)
+        registry = registry or open_registry(registry_url, settings, plugins=plugins)
         try:
             path, cached = cache.install(entry, entry.digest, kind="bundles", max_bytes=settings.max_bundle_bytes,
                                          local=registry.local_archive(entry), opener=lambda: registry.open_archive(entry))
@@ -179,7 +181,7 @@ def fetch(entry: VersionEntry, registry_url: str, settings: Settings, *, registr
         elif offline:
             raise EnvNotFoundError(f"the held-out splits of {entry.ref} are not in the cache (offline)")
         else:
-            registry = registry or open_registry(registry_url, settings)
+            registry = registry or open_registry(registry_url, settings, plugins=plugins)
             store = registry.heldout_store() or open_heldout_store(heldout_url or settings.default_heldout_store)
             heldout_path, _ = cache.install(entry, entry.heldout_digest, kind="heldout",
                                             max_bytes=settings.max_bundle_bytes,

@@ -333,6 +333,11 @@ class PluginManager(pluggy.PluginManager):
         builtin = set(self._builtins()[hook]) if HOOKS[hook].reserved else set()
         return sorted(n for n, p in self.providers(hook).items() if n in builtin or len(p) == 1)
 
+    def builtin_names(self, hook: str) -> list[str]:
+        """The names the built-in plugin registers for ``hook``, in its order (no plugin is
+        loaded to answer)."""
+        return list(self._builtins()[hook])
+
     def conflicts(self) -> list[Conflict]:
         """Every name provided more than once, hook by hook."""
         out = []

@@ -80,10 +80,10 @@ class BundleCheck:
 
 
 def validate_bundle(path: str | Path, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-                    plugins: PluginManager | None = None) -> BundleCheck:
+                    plugins: PluginManager) -> BundleCheck:
     """Validate the bundle at ``path`` (a directory, or its ``envhub.toml``). Names that are
     not built in (a plugin's verifier kind, task format, ...) are checked against ``plugins``
-    (default: this process's plugin manager); a plugin's task format reads its files."""
+    (:func:`envhub.context.make_plugin_manager` makes one); a plugin's task format reads its files."""
     path = Path(path)
     root = path.parent if path.name == MANIFEST_FILENAME and path.is_file() else path
     manifest_path = root / MANIFEST_FILENAME
@@ -154,7 +154,7 @@ def _secrets(root: Path, m: Manifest, check: BundleCheck, at) -> Iterator[tuple[
 
 
 def _heldout_leaks(root: Path, m: Manifest, keys: dict[str, bytes], shown,  # type: ignore[no-untyped-def]
-                   plugins: PluginManager | None) -> list[Problem]:
+                   plugins: PluginManager) -> list[Problem]:
     """Held-out prompts, rows, distinctive answers and keys found in files the public archive
     would hold (errors), and public scripts that could make a held-out file again (warnings)."""
     splits = m.tasks.splits
@@ -218,7 +218,7 @@ def _answer_fields(m: Manifest) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def _rows(path: Path, format: str, plugins: PluginManager | None) -> Iterator[tuple[dict[str, Any], str | None]]:
+def _rows(path: Path, format: str, plugins: PluginManager) -> Iterator[tuple[dict[str, Any], str | None]]:
     """The rows of a task file that validated, each with its JSONL line (None for other formats)."""
     if format == "jsonl":
         import orjson
@@ -235,10 +235,6 @@ def _rows(path: Path, format: str, plugins: PluginManager | None) -> Iterator[tu
         for row in pq.read_table(path).to_pylist():
             yield row, None
         return
-    if plugins is None:
-        from envhub.plugins import plugin_manager
-
-        plugins = plugin_manager()
     found = plugins.lookup("task_formats", format)
     if found is not None and found.read is not None:
         for row in found.read(path):
@@ -286,15 +282,11 @@ def _required_fields(m: Manifest) -> tuple[list[str], list[str]]:
 
 
 def _splits(root: Path, m: Manifest, check: BundleCheck, shown, at, max_line_bytes: int,  # type: ignore[no-untyped-def]
-            plugins: PluginManager | None) -> Iterator[Problem]:
+            plugins: PluginManager) -> Iterator[Problem]:
     fields, numeric = _required_fields(m)
     prompt = m.tasks.prompt_field
     read = None
     if m.tasks.format not in ("jsonl", "parquet") and any(s.path for s in m.tasks.splits.values()):
-        if plugins is None:
-            from envhub.plugins import plugin_manager
-
-            plugins = plugin_manager()
         found = plugins.lookup("task_formats", m.tasks.format)  # the manifest check found it
         read = found.read if found is not None else None
     task_ids = TaskIds()  # ids are unique within and across splits

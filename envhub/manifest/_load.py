@@ -37,7 +37,8 @@ def parse_manifest(source: str | bytes, *, file: str = MANIFEST_FILENAME,
     every problem found; never raises for bad input.
 
     Names that are not built in (a plugin's verifier kind, ...) are checked against
-    ``plugins`` (default: this process's plugin manager), which is only consulted then.
+    ``plugins``, which is only consulted then; with none (the default) only the built-in
+    names are known, and any other is reported as unknown.
 
     A manifest past a size limit (spec section 2.1) is refused at once, with only that problem."""
     size = len(source) if isinstance(source, bytes) else len(source.encode("utf-8", "surrogatepass"))

@@ -53,13 +53,6 @@ class _Check:
         self.text = text
         self._plugins = plugins
 
-    @property
-    def plugins(self) -> PluginManager:
-        if self._plugins is None:
-            from envhub.plugins import plugin_manager
-
-            self._plugins = plugin_manager()
-        return self._plugins
 
     def problem(self, loc: Sequence[str | int], field: str, message: str, hint: str | None = None,
                 code: str = "unknown-kind") -> Problem:
@@ -70,13 +63,15 @@ class _Check:
     def lookup(self, hook: str, name: str, loc: Sequence[str | int], field: str) -> tuple[Any, Problem | None]:
         from envhub.errors import PluginError
 
+        if self._plugins is None:  # built-in kinds only: the caller passed no plugins
+            return None, None
         try:
-            return self.plugins.lookup(hook, name), None
+            return self._plugins.lookup(hook, name), None
         except PluginError as e:  # two plugins provide it, or its package is broken
             return None, self.problem(loc, field, e.message, e.hint, code="plugin-conflict")
 
     def installed(self, hook: str, builtins: Sequence[str], exclude: Sequence[str] = ()) -> list[str]:
-        extra = sorted(n for n in self.plugins.names(hook) if n not in builtins)
+        extra = sorted(n for n in self._plugins.names(hook) if n not in builtins) if self._plugins is not None else []
         return [n for n in (*builtins, *extra) if n not in exclude]
 
 
@@ -96,7 +91,8 @@ def _hint(value: str, installed: Sequence[str], what: str) -> str:
 def plugin_problems(data: Mapping[str, Any], *, file: str, text: str,
                     plugins: PluginManager | None = None) -> list[Problem]:
     """Every problem with the names in ``data`` (a parsed manifest) that the built-in
-    models leave to the plugins. Loads plugins only if such a name is used."""
+    models leave to the plugins. Loads plugins only if such a name is used; with no
+    ``plugins``, every such name is unknown."""
     check = _Check(data, file, text, plugins)
     return [*_open_name(check, ("tasks", "format"), TASK_FORMATS, "task_formats", "task format"),
             *_generator(check),

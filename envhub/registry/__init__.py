@@ -45,22 +45,16 @@ def _scheme(url: str) -> str:
     return url.split("://", 1)[0].lower() if "://" in url else "file"
 
 
-def open_registry(url: str, settings: Settings | None = None, *, plugins: PluginManager | None = None) -> Registry:
+def open_registry(url: str, settings: Settings, *, plugins: PluginManager) -> Registry:
     """The registry at ``url``: ``hf://`` (the Hugging Face Hub), any fsspec URL, a plain
-    directory path, or a scheme an installed plugin provides, as ``plugins`` (default: this
-    process's plugin manager) knows them. ``settings`` (default: read from the environment)
-    gives the Hub's token and endpoint. Raises RegistryError for an unknown scheme or a
-    malformed URL, and PluginConflictError for a scheme two plugins provide."""
-    from envhub.settings import load_settings
-
-    if plugins is None:
-        from envhub.plugins import plugin_manager
-
-        plugins = plugin_manager()
+    directory path, or a scheme a plugin registered on ``plugins`` provides (the built-in
+    plugin provides the first ones). ``settings`` gives the Hub's token and endpoint.
+    Raises RegistryError for an unknown scheme or a malformed URL, and PluginConflictError
+    for a scheme two plugins provide."""
     scheme = _scheme(url)
     backend = plugins.lookup("registry_backends", scheme)
     if backend is not None:
-        return backend.open(url, settings or load_settings())  # type: ignore[no-any-return]
+        return backend.open(url, settings)  # type: ignore[no-any-return]
     # Any other fsspec protocol (gcs://, az://, ...) is a directory registry too.
     import fsspec
 
@@ -74,9 +68,7 @@ def open_registry(url: str, settings: Settings | None = None, *, plugins: Plugin
 
 
 def _plugin_schemes(plugins: PluginManager) -> str:
-    from envhub._builtins import REGISTRY_BACKENDS
-
-    builtin = {backend.name for backend in REGISTRY_BACKENDS}
+    builtin = set(plugins.builtin_names("registry_backends"))
     extra = [f"{name}://" for name in plugins.names("registry_backends") if name not in builtin]
     return f" (installed plugins add: {', '.join(extra)})" if extra else ""
 

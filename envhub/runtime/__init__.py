@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from envhub.runtime._chat import ChatClient
+    from envhub.runtime._code import CodeSpace, code_entry_points, trusted_namespaces
     from envhub.runtime._check import GENERATED_CHECK_LIMIT, CheckResult, self_test
     from envhub.runtime._composite import CompositeEnvironment
     from envhub.runtime._curriculum import Curriculum, Draw, LevelChange
@@ -22,14 +23,14 @@ if TYPE_CHECKING:
     from envhub.runtime._tools import make_tool, unknown_tool
     from envhub.runtime._environment import Environment, SplitInfo
     from envhub.runtime._episode import Episode
-    from envhub.runtime._load import load
     from envhub.runtime._runner import Executor, LocalExecutor, RolloutJob, RolloutPlan, make_executor, run_rollout
     from envhub.runtime._state import StateFactory, StateHandle, files_state, python_state, sqlite_state
     from envhub.runtime._types import Observation, Score, StepResult, Task, Trajectory, as_assistant_message
 
 _WHERE = {
     "Curriculum": "_curriculum", "Draw": "_curriculum", "LevelChange": "_curriculum",
-    "Environment": "_environment", "SplitInfo": "_environment", "Episode": "_episode", "load": "_load",
+    "Environment": "_environment", "SplitInfo": "_environment", "Episode": "_episode",
+    "CodeSpace": "_code", "code_entry_points": "_code", "trusted_namespaces": "_code",
     "Observation": "_types", "Score": "_types", "StepResult": "_types", "Task": "_types", "Trajectory": "_types",
     # What plugins implement (docs/plugins.md): state kinds and rollout executors.
     "StateFactory": "_state", "StateHandle": "_state",

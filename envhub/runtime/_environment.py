@@ -22,6 +22,7 @@ from envhub.runtime._types import Message, Score, Task, Trajectory
 if TYPE_CHECKING:
     from envhub.hookspecs import HarnessProtocol
     from envhub.plugins import PluginManager
+    from envhub.settings import Settings
 
 __all__ = ["DEFAULT_MAX_TURNS", "Environment", "SplitInfo"]
 
@@ -46,17 +47,14 @@ class Environment:
     trajectory directly. Close it (or use ``with``) to free shared state.
 
     Its harness protocol, state kind, task format or generator and verifier kind are those
-    ``plugins`` provides (default: this process's plugin manager), built-in ones included.
+    ``plugins`` provides, built-in ones included.
     """
 
     def __init__(self, manifest: Manifest, root: Path, *, code: CodeSpace, heldout_root: Path | None = None,
                  digest: str | None = None, source: str | None = None, locator: str | None = None,
-                 plugins: PluginManager | None = None) -> None:
-        if plugins is None:
-            from envhub.plugins import plugin_manager
-
-            plugins = plugin_manager()
+                 settings: Settings, plugins: PluginManager) -> None:
         self._plugins = plugins
+        self._settings = settings
         self.manifest = manifest
         self.root = root
         self.heldout_root = heldout_root
@@ -156,7 +154,8 @@ class Environment:
     def _build_verifier(self, policy_model: str | None, force_self_judge: bool) -> Any:
         from envhub.runtime.verifiers import VerifierContext, build_verifier
 
-        ctx = VerifierContext(root=self.root, load_entry_point=self._code.load, policy_model=policy_model,
+        ctx = VerifierContext(root=self.root, load_entry_point=self._code.load, settings=self._settings,
+                              policy_model=policy_model,
                               force_self_judge=force_self_judge)
         return build_verifier(self.manifest.verifier, ctx, plugins=self._plugins)
 

@@ -167,18 +167,14 @@ class LocalExecutor(Executor):
             await asyncio.gather(*workers, return_exceptions=True)
 
 
-def make_executor(name: str = "local", *, plugins: PluginManager | None = None) -> Executor:
+def make_executor(name: str = "local", *, plugins: PluginManager) -> Executor:
     """The executor registered as ``name`` (``local``, or one an installed plugin provides)
-    in ``plugins`` (default: this process's plugin manager).
+    in ``plugins``.
 
     Raises :class:`envhub.errors.UsageError` for a name nothing provides, and
     :class:`envhub.errors.PluginConflictError` for one two plugins provide."""
     from envhub.errors import UsageError
 
-    if plugins is None:
-        from envhub.plugins import plugin_manager
-
-        plugins = plugin_manager()
     kind = plugins.lookup("executors", name)
     if kind is None:
         raise UsageError(f"unknown executor {name!r}; executors: {', '.join(plugins.names('executors'))}",

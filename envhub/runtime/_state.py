@@ -148,9 +148,9 @@ def python_state(spec: StateSection, load_entry_point: Callable[[str], Any]) -> 
 
 
 def make_state_factory(spec: StateSection, root: Path, load_entry_point: Callable[[str], Any], *,
-                       plugins: PluginManager | None = None) -> StateFactory:
+                       plugins: PluginManager) -> StateFactory:
     """The factory for ``[state]`` of the bundle at ``root``, from the state kind
-    ``plugins`` (default: this process's plugin manager) provides, built-in ones included.
+    ``plugins`` provides, built-in ones included.
 
     Raises :class:`FileNotFoundError` for a missing snapshot, whatever ``load_entry_point``
     raises (:class:`envhub.errors.TrustError`) for python state, and
@@ -158,10 +158,6 @@ def make_state_factory(spec: StateSection, root: Path, load_entry_point: Callabl
     """
     from envhub.errors import PluginError
 
-    if plugins is None:
-        from envhub.plugins import plugin_manager
-
-        plugins = plugin_manager()
     kind = plugins.lookup("state_kinds", spec.kind)
     if kind is None:
         raise PluginError(f"unknown state kind {spec.kind!r}; known kinds: {', '.join(plugins.names('state_kinds'))}",

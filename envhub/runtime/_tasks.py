@@ -61,7 +61,7 @@ class TaskSource:
     the public bundle (``pull --with-heldout``)."""
 
     def __init__(self, spec: TasksSection, root: Path, heldout_root: Path | None, env_name: str,
-                 load_entry_point: Callable[[str], Any], *, plugins: PluginManager | None = None,
+                 load_entry_point: Callable[[str], Any], *, plugins: PluginManager,
                  params: Mapping[str, Any] | None = None) -> None:
         self.spec = spec
         self._params = dict(params or {})
@@ -330,10 +330,6 @@ class TaskSource:
     def _plugin(self, hook: str, name: str, what: str) -> Any:
         from envhub.errors import PluginError
 
-        if self._plugins is None:
-            from envhub.plugins import plugin_manager
-
-            self._plugins = plugin_manager()
         found = self._plugins.lookup(hook, name)
         if found is None:
             raise PluginError(f"{self.env_name}: unknown {what} {name!r}; known: {', '.join(self._plugins.names(hook))}",

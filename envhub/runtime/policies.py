@@ -323,19 +323,19 @@ def _import_error(module: str, e: BaseException) -> PolicyError:
 # --- make_policy ------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PolicyOptions:
-    """What a run gives the policy it makes (each policy uses what it needs): the endpoint
-    and key of model policies, the sampling parameters, retries, timeout, connection pool,
-    and the settings read from the environment."""
+    """What a run gives the policy it makes (each policy uses what it needs): the settings
+    (read from the environment by the caller), the endpoint and key of model policies, the
+    sampling parameters, retries, timeout, connection pool."""
 
+    settings: Settings
     base_url: str | None = None
     api_key: str | None = None
     sampling: Mapping[str, Any] | Any | None = None
     max_retries: int = 5
     timeout: float = 120.0
     max_connections: int = 256
-    settings: Settings | None = None
 
 
 def openai_policy(model: str, options: PolicyOptions) -> OpenAIPolicy:
@@ -343,10 +343,6 @@ def openai_policy(model: str, options: PolicyOptions) -> OpenAIPolicy:
     OpenAI's; the key ``options.api_key``, else ``OPENAI_API_KEY``. Raises PolicyError
     when OpenAI's own endpoint is named without a key."""
     settings = options.settings
-    if settings is None:
-        from envhub.settings import load_settings
-
-        settings = load_settings()
     url = options.base_url or settings.openai_base_url or DEFAULT_BASE_URL
     key = options.api_key or settings.openai_api_key
     if not key and _is_openai(url):
@@ -366,12 +362,12 @@ def make_policy(
     max_retries: int = 5,
     timeout: float = 120.0,
     max_connections: int = 256,
-    settings: Settings | None = None,
-    plugins: PluginManager | None = None,
+    settings: Settings,
+    plugins: PluginManager,
 ) -> Policy:
     """The policy ``spec`` names: ``reference``, ``noop``, ``openai:MODEL``, ``python:module:func``,
     ``python:path/to/file.py:func``, or one an installed plugin provides (``NAME[:ARGUMENT]``),
-    as ``plugins`` (default: this process's plugin manager) knows them.
+    as ``plugins`` knows them.
 
     For ``openai:``, the endpoint is ``base_url``, else ``OPENAI_BASE_URL``, else OpenAI's;
     the key is ``api_key``, else ``OPENAI_API_KEY`` (both read through ``settings``).
@@ -382,10 +378,6 @@ def make_policy(
     :class:`PolicyError` when OpenAI's endpoint is named without a key or a python policy
     cannot be imported.
     """
-    if plugins is None:
-        from envhub.plugins import plugin_manager
-
-        plugins = plugin_manager()
     name, sep, argument = spec.partition(":")
     kind = plugins.lookup("policies", name) if name else None
     if kind is None or kind.takes_argument != bool(argument) or (sep and not kind.takes_argument):
@@ -399,7 +391,5 @@ def make_policy(
 
 def _policy_order(plugins: PluginManager) -> list[str]:
     """Built-in policies in the order they are documented, then plugins' by name."""
-    from envhub._builtins import POLICIES
-
-    builtin = [kind.name for kind in POLICIES]
+    builtin = plugins.builtin_names("policies")
     return builtin + [n for n in plugins.names("policies") if n not in builtin]

@@ -12,10 +12,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from envhub.errors import EnvhubError
 from envhub.runtime._types import Score, Task, Trajectory
+
+if TYPE_CHECKING:
+    from envhub.settings import Settings
 
 __all__ = ["MissingFieldError", "Verifier", "VerifierContext", "VerifierError", "task_value"]
 
@@ -40,6 +43,8 @@ class VerifierContext:
     #: Resolves a bundle ``module:attr`` string to the object. Provided by the loader; raises
     #: :class:`envhub.errors.TrustError` when the bundle's code is not trusted.
     load_entry_point: Callable[[str], Any]
+    #: The settings of the run (an llm-judge's endpoint and key come from them).
+    settings: Settings
     #: The policy's model, so an llm-judge can refuse to judge its own outputs.
     policy_model: str | None = None
     #: Let an llm-judge judge with the policy's own model despite ``allow-self-judge = false``.

@@ -23,12 +23,10 @@ __all__ = ["Factory", "build_verifier", "default_factories", "plugin_factories"]
 Factory = Callable[[Any, VerifierContext, Mapping[str, "Factory"]], Verifier]
 
 
-def default_factories() -> dict[str, Factory]:
-    """A new table of the built-in verifier kinds, as the built-in plugin registers them
-    (a fresh dict: callers may add to it)."""
-    from envhub._builtins import VERIFIER_KINDS
-
-    return {kind.name: kind.factory for kind in VERIFIER_KINDS}
+def default_factories(plugins: PluginManager) -> dict[str, Factory]:
+    """A new table of the built-in verifier kinds, as the built-in plugin registered on
+    ``plugins`` provides them (a fresh dict: callers may add to it)."""
+    return {name: plugins.lookup("verifier_kinds", name).factory for name in plugins.builtin_names("verifier_kinds")}
 
 
 class _PluginFactories(Mapping[str, Factory]):
@@ -84,12 +82,9 @@ def plugin_options(kind: VerifierKind, spec: Any) -> Any:
                             hint="run 'envhub validate' on the bundle") from e
 
 
-def plugin_factories(plugins: PluginManager | None = None) -> Mapping[str, Factory]:
-    """The factories of every verifier kind ``plugins`` (default: this process's plugin
-    manager) provides, built-in ones included."""
-    from envhub.plugins import plugin_manager
-
-    return _PluginFactories(plugins if plugins is not None else plugin_manager())
+def plugin_factories(plugins: PluginManager) -> Mapping[str, Factory]:
+    """The factories of every verifier kind ``plugins`` provides, built-in ones included."""
+    return _PluginFactories(plugins)
 
 
 def build_verifier(spec: Any, ctx: VerifierContext, *, factories: Mapping[str, Factory] | None = None,

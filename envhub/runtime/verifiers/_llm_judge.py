@@ -53,8 +53,7 @@ class LlmJudgeVerifier(Verifier):
 
     kind = "llm-judge"
 
-    def __init__(self, spec: Any, ctx: VerifierContext, *, settings: Settings | None = None,
-                 client: ChatClient | None = None) -> None:
+    def __init__(self, spec: Any, ctx: VerifierContext, *, client: ChatClient | None = None) -> None:
         """Raises :class:`UsageError` when the judge is the policy's own model (unless the
         manifest allows it or the run forces it) and :class:`VerifierError` when the rubric
         file cannot be read. ``client`` replaces the endpoint the spec names (tests, pools)."""
@@ -77,12 +76,7 @@ class LlmJudgeVerifier(Verifier):
             except (OSError, UnicodeDecodeError) as e:
                 raise VerifierError(f"llm-judge rubric {spec.rubric!r} cannot be read: {e}",
                                     hint="the rubric is a UTF-8 text file in the bundle") from e
-        if settings is None:
-            settings = getattr(ctx, "settings", None)
-        if settings is None:
-            from envhub.settings import load_settings
-
-            settings = load_settings()
+        settings = ctx.settings
         self.base_url: str = spec.base_url or settings.openai_base_url or DEFAULT_BASE_URL
         self._key = settings.secret(self.api_key_env)
         self._client = client
