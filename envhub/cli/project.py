@@ -1,5 +1,6 @@
 """``envhub add | remove | lock | sync | tree | outdated``: environments as a project's
-dependencies, locked in ``envhub.lock`` (docs/projects.md)."""
+dependencies, locked in ``envhub.lock`` (docs/projects.md). Each command reads its flags,
+calls the matching function of :mod:`envhub.project` and prints what it returns."""
 
 from __future__ import annotations
 
@@ -10,18 +11,24 @@ import click
 from envhub.cli._common import json_option, offline_option, registry_option
 
 if TYPE_CHECKING:
-    from envhub.project import LockedEnv, Lockfile
-    from envhub.project import LockResult, Project
+    from rich.tree import Tree
+
+    from envhub.context import Context
+    from envhub.project import LockResult, Lockfile, Project, PythonReport, TreeNode
 
 _PRERELEASE = click.option("--prerelease/--no-prerelease", "prereleases", default=None,
                            help="Allow pre-release versions (default: as the lock says; off for a new lock).")
 
 
-def _settings(offline: bool):  # type: ignore[no-untyped-def]
-    from envhub.settings import load_settings
+def _context(offline: bool = False) -> tuple[Context, Project, bool]:
+    """The invocation's context, its project (the error naming the directory outside
+    one), and whether to stay offline (``--offline`` or ``ENVHUB_OFFLINE``)."""
+    from envhub.cli._common import app_context
+    from envhub.project import require_project
 
-    settings = load_settings()
-    return settings, offline or settings.offline
+    ctx = app_context()
+    project = ctx.project if ctx.project is not None else require_project(ctx.cwd)  # raises: no project
+    return ctx, project, offline or ctx.settings.offline
 
 
 def _say(text: str) -> None:
@@ -46,31 +53,6 @@ def _lock_json(lock: Lockfile) -> list[dict[str, Any]]:
              "python-dependencies": list(e.python_dependencies)} for e in lock.environments.values()]
 
 
-def _relock_and_write(project: Project, environments: list[str], settings: Any, *, registry: str | None,
-                      offline: bool, prereleases: bool | None, bare: str | None = None) -> tuple[list[str], LockResult]:
-    """Resolve ``environments`` as the project's new list; only if that succeeds, write
-    pyproject.toml and then envhub.lock. ``bare`` names a requirement added without a
-    specifier: it is written as ``>=`` the version resolved."""
-    from dataclasses import replace
-
-    from envhub.project import write_environments
-    from envhub.project import read_lock, write_lock
-    from envhub.project import LockResult, resolve_project
-
-    previous = read_lock(project.lock_path)
-    candidate = replace(project, environments=environments)
-    lock, resolution = resolve_project(candidate, settings, registry=registry, offline=offline,
-                                       prereleases=prereleases, previous=previous)
-    if bare is not None:
-        from envhub.project import with_environment
-
-        environments = with_environment(environments, f"{bare}>={resolution.pins[bare].version}", bare)
-        lock.requires = replace(project, environments=environments).normalized()
-    write_environments(project.pyproject, environments)
-    written = write_lock(project.lock_path, lock)
-    return environments, LockResult(lock, previous, written, resolution)
-
-
 @click.command()
 @click.argument("ref")
 @registry_option
@@ -84,28 +66,22 @@ def add(ref: str, registry: str | None, offline: bool, prereleases: bool | None,
     A bare name is written as ">=" the version it resolves to. Nothing is written unless
     the new set of environments resolves.
     """
-    from envhub.project import with_environment
-    from envhub.project import require_project, sync_project
-    from envhub.project import parse_requirement
+    from envhub.project import add_environment, parse_requirement, sync_project
 
-    settings, offline = _settings(offline)
-    project = require_project()
-    requirement = parse_requirement(ref)
-    bare = requirement.name if not str(requirement.specifier) else None
-    text = requirement.name if bare else str(requirement)
-    environments, result = _relock_and_write(project, with_environment(project.environments, text, requirement.name),
-                                             settings, registry=registry, offline=offline, prereleases=prereleases,
-                                             bare=bare)
-    added = next(e for e in environments if parse_requirement(e).name == requirement.name)
-    synced = None if no_sync else sync_project(project, settings, frozen=True, offline=offline)
+    ctx, project, offline = _context(offline)
+    name = parse_requirement(ref).name
+    edit = add_environment(project, ref, ctx.settings, plugins=ctx.plugins, registry=registry, offline=offline,
+                           prereleases=prereleases)
+    synced = None if no_sync else sync_project(project, ctx.settings, plugins=ctx.plugins, frozen=True,
+                                               offline=offline)
     if as_json:
         from envhub.cli._output import emit_json
 
-        emit_json({"added": added, "locked": _lock_json(result.lock), "changes": result.changes(),
+        emit_json({"added": edit.entry, "locked": _lock_json(edit.locked.lock), "changes": edit.locked.changes(),
                    "fetched": [e.ref for e in synced.fetched] if synced else []})
         return
-    _say(f"Added {added} to {project.pyproject}; locked {result.lock.environments[requirement.name].ref}")
-    for line in _changes(result):
+    _say(f"Added {edit.entry} to {project.pyproject}; locked {edit.locked.lock.environments[name].ref}")
+    for line in _changes(edit.locked):
         _say(line)
     if synced is not None:
         _report_python(synced.python, install=False)
@@ -118,21 +94,17 @@ def add(ref: str, registry: str | None, offline: bool, prereleases: bool | None,
 @json_option
 def remove(name: str, registry: str | None, offline: bool, as_json: bool) -> None:
     """Remove NAME from [tool.envhub] environments and relock (the cache keeps its copy)."""
-    from envhub.project import without_environment
-    from envhub.project import require_project
+    from envhub.project import remove_environment
 
-    settings, offline = _settings(offline)
-    project = require_project()
-    environments = without_environment(project.environments, name, project.pyproject)
-    _, result = _relock_and_write(project, environments, settings, registry=registry, offline=offline,
-                                  prereleases=None)
+    ctx, project, offline = _context(offline)
+    edit = remove_environment(project, name, ctx.settings, plugins=ctx.plugins, registry=registry, offline=offline)
     if as_json:
         from envhub.cli._output import emit_json
 
-        emit_json({"removed": name, "locked": _lock_json(result.lock), "changes": result.changes()})
+        emit_json({"removed": name, "locked": _lock_json(edit.locked.lock), "changes": edit.locked.changes()})
         return
     _say(f"Removed {name} from {project.pyproject}")
-    for line in _changes(result):
+    for line in _changes(edit.locked):
         _say(line)
 
 
@@ -151,14 +123,14 @@ def lock(upgrade: bool, upgrade_packages: tuple[str, ...], registry: str | None,
     Versions already locked are kept while they still fit (use --upgrade or
     --upgrade-package to move them); the file is rewritten only if it changes.
     """
-    from envhub.project import lock_project, require_project
+    from envhub.project import lock_project
 
     if upgrade and upgrade_packages:
         raise click.UsageError("use --upgrade or --upgrade-package, not both")
-    settings, offline = _settings(offline)
-    project = require_project()
-    result = lock_project(project, settings, upgrade=upgrade, upgrade_packages=upgrade_packages, registry=registry,
-                          offline=offline, prereleases=prereleases)
+    ctx, project, offline = _context(offline)
+    result = lock_project(project, ctx.settings, plugins=ctx.plugins, upgrade=upgrade,
+                          upgrade_packages=upgrade_packages, registry=registry, offline=offline,
+                          prereleases=prereleases)
     if as_json:
         from envhub.cli._output import emit_json
 
@@ -189,14 +161,13 @@ def sync(locked: bool, frozen: bool, offline: bool, registry: str | None, with_h
     Python dependencies the environments need and which are missing here; installs them
     only with --install-python-deps.
     """
-    from envhub.project import require_project, sync_project
+    from envhub.project import sync_project
 
     if locked and frozen:
         raise click.UsageError("use --locked or --frozen, not both")
-    settings, offline = _settings(offline)
-    project = require_project()
-    result = sync_project(project, settings, locked=locked, frozen=frozen, offline=offline, registry=registry,
-                          with_heldout=with_heldout,
+    ctx, project, offline = _context(offline)
+    result = sync_project(project, ctx.settings, plugins=ctx.plugins, locked=locked, frozen=frozen, offline=offline,
+                          registry=registry, with_heldout=with_heldout,
                           on_fetch=None if as_json else lambda env: _say(f"Fetching {env.ref}"))
     installed: list[str] = []
     if install_python_deps and result.python.missing:
@@ -219,7 +190,7 @@ def sync(locked: bool, frozen: bool, offline: bool, registry: str | None, with_h
         _report_python(result.python, install=install_python_deps)
 
 
-def _report_python(python: Any, *, install: bool) -> None:
+def _report_python(python: PythonReport, *, install: bool) -> None:
     if not python.required:
         return
     if not python.missing:
@@ -245,61 +216,41 @@ def _install(missing: dict[str, str]) -> list[str]:
 @json_option
 def tree(as_json: bool) -> None:
     """Show the project's environments and what each depends on, as locked."""
-    from envhub.project import read_project_lock, require_project, stale_reason
+    from envhub.project import read_project_lock
+    from envhub.project import tree as project_tree
 
-    project = require_project()
-    lock = read_project_lock(project)
-    reason = stale_reason(project, lock)
-    if reason:
-        _say(f"envhub: warning: {project.lock_path} is out of date ({reason}); run 'envhub lock'")
-    roots = [(r.name, str(r.specifier)) for r in project.requirements()]
+    _, project, _ = _context()
+    shown = project_tree(project, read_project_lock(project))
+    if shown.stale:
+        _say(f"envhub: warning: {shown.lock_path} is out of date ({shown.stale}); run 'envhub lock'")
     if as_json:
         from envhub.cli._output import emit_json
 
-        emit_json({"project": str(project.pyproject), "lock": str(project.lock_path),
-                   "environments": [_node_json(lock, name, spec, set()) for name, spec in roots]})
+        emit_json(shown.to_json())
         return
     from rich.console import Console
     from rich.tree import Tree
 
-    top = Tree(f"{project.root.name} ({project.pyproject.name})")
-    shown: set[str] = set()
-    for name, spec in roots:
-        _node(top, lock, name, spec, shown, [])
+    top = Tree(shown.title)
+    seen: set[str] = set()
+    for node in shown.environments:
+        _branch(top, node, seen)
     Console(highlight=False, soft_wrap=True).print(top)
 
 
-def _label(lock: Lockfile, name: str, spec: str) -> tuple[LockedEnv | None, str]:
-    env = lock.get(name)
-    wanted = f"  ({spec})" if spec else ""
-    return env, (f"{name} {env.version}{wanted}" if env else f"{name} (not locked){wanted}")
-
-
-def _node(parent: Any, lock: Lockfile, name: str, spec: str, shown: set[str], path: list[str]) -> None:
-    from envhub.project import parse_requirement
-
-    env, label = _label(lock, name, spec)
-    if env is not None and name in shown and env.dependencies:
-        parent.add(f"{label} (*)")  # its dependencies are shown above
+def _branch(parent: Tree, node: TreeNode, seen: set[str]) -> None:
+    """Add ``node`` under ``parent``; an environment already shown with its dependencies
+    is shown again as ``(*)``, without them."""
+    wanted = f"  ({node.requirement})" if node.requirement else ""
+    label = f"{node.name} {node.version}{wanted}" if node.version is not None else f"{node.name} (not locked){wanted}"
+    # dependencies None with a version: a cycle, whose dependencies are shown above
+    if node.version is not None and node.name in seen and node.dependencies != ():
+        parent.add(f"{label} (*)")
         return
     branch = parent.add(label)
-    shown.add(name)
-    if env is None or name in path:
-        return
-    for dep in env.dependencies:
-        dep_name = parse_requirement(dep).name
-        _node(branch, lock, dep_name, dep[len(dep_name):], shown, [*path, name])
-
-
-def _node_json(lock: Lockfile, name: str, spec: str, path: set[str]) -> dict[str, Any]:
-    from envhub.project import parse_requirement
-
-    env = lock.get(name)
-    node: dict[str, Any] = {"name": name, "requirement": spec, "version": env.version if env else None}
-    if env is not None and name not in path:
-        names = [parse_requirement(d).name for d in env.dependencies]
-        node["dependencies"] = [_node_json(lock, n, d[len(n):], path | {name}) for n, d in zip(names, env.dependencies)]
-    return node
+    seen.add(node.name)
+    for child in node.dependencies or ():
+        _branch(branch, child, seen)
 
 
 @click.command()
@@ -309,41 +260,21 @@ def _node_json(lock: Lockfile, name: str, spec: str, path: set[str]) -> dict[str
 def outdated(registry: str | None, offline: bool, as_json: bool) -> None:
     """List locked environments with newer versions: the newest that fits every
     requirement on it (what 'envhub lock --upgrade' would pick) and the newest published."""
-    from envhub.project import RegistryIndex, read_project_lock, registry_urls, require_project
-    from envhub.project import parse_requirement
+    from envhub.project import read_project_lock
+    from envhub.project import outdated as find_outdated
 
-    settings, offline = _settings(offline)
-    project = require_project()
+    ctx, project, offline = _context(offline)
     lock = read_project_lock(project)
-    index = RegistryIndex(registry_urls(project, settings, registry), settings, offline=offline)
-    constraints: dict[str, list[Any]] = {}
-    for requirement in project.requirements():
-        constraints.setdefault(requirement.name, []).append(requirement)
-    for env in lock.environments.values():
-        for dep in env.dependencies:
-            requirement = parse_requirement(dep)
-            constraints.setdefault(requirement.name, []).append(requirement)
-    rows = []
-    for env in sorted(lock.environments.values(), key=lambda e: e.name):
-        versions = [e for e in index.versions(env.name) if not e.yanked
-                    and (lock.prereleases or not e.parsed_version.is_prerelease)]
-        latest = max(versions, key=lambda e: e.parsed_version, default=None)
-        fitting = [e for e in versions if all(r.specifier.contains(e.parsed_version, prereleases=True)
-                                              for r in constraints.get(env.name, []))]
-        compatible = max(fitting, key=lambda e: e.parsed_version, default=None)
-        row = {"name": env.name, "locked": env.version, "compatible": compatible.version if compatible else None,
-               "latest": latest.version if latest else None}
-        if any(v is not None and v != env.version for v in (row["compatible"], row["latest"])):
-            rows.append(row)
+    rows = find_outdated(project, lock, ctx.settings, plugins=ctx.plugins, registry=registry, offline=offline)
     if as_json:
         from envhub.cli._output import emit_json
 
-        emit_json(rows)
+        emit_json([r.to_json() for r in rows])
         return
     if not rows:
         _say(f"All {len(lock.environments)} locked environments are up to date")
         return
-    width = max(len(r["name"]) for r in rows)
+    width = max(len(r.name) for r in rows)
     click.echo(f"{'environment':<{width}}  locked      compatible  latest")
     for r in rows:
-        click.echo(f"{r['name']:<{width}}  {r['locked']:<10}  {r['compatible'] or '-':<10}  {r['latest'] or '-'}")
+        click.echo(f"{r.name:<{width}}  {r.locked:<10}  {r.compatible or '-':<10}  {r.latest or '-'}")

@@ -1,16 +1,91 @@
 """``envhub add`` and ``envhub remove``: edit ``[tool.envhub] environments`` in place.
 
 tomlkit keeps the rest of ``pyproject.toml`` (comments, order, layout) byte for byte;
-tomli-w would rewrite the whole file.
+tomli-w would rewrite the whole file. Nothing is written unless the new list resolves.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from envhub.errors import UsageError
 
-__all__ = ["with_environment", "without_environment", "write_environments"]
+if TYPE_CHECKING:
+    from envhub.plugins import PluginManager
+    from envhub.project._project import LockResult, Project
+    from envhub.settings import Settings
+
+__all__ = ["EditResult", "add_environment", "remove_environment", "with_environment", "without_environment",
+           "write_environments"]
+
+
+@dataclass(frozen=True)
+class EditResult:
+    """What :func:`add_environment` or :func:`remove_environment` wrote."""
+
+    #: ``[tool.envhub] environments`` as now written.
+    environments: list[str]
+    #: The entry added, as written (``acme/shop>=1.2.0``), or the name removed.
+    entry: str
+    #: The new lock, and what changed in it.
+    locked: LockResult
+
+
+def add_environment(project: Project, ref_text: str, settings: Settings, *, plugins: PluginManager,
+                    registry: str | None = None, offline: bool = False,
+                    prereleases: bool | None = None) -> EditResult:
+    """``envhub add``: add ``ref_text`` (``acme/env`` or ``acme/env>=1.2,<2``) to the
+    project's environments, replacing the entry for that name if there is one; resolve;
+    and only if that succeeds write ``pyproject.toml`` and then ``envhub.lock``. A bare
+    name is written as ``>=`` the version it resolves to. Nothing is fetched.
+
+    Raises :class:`envhub.errors.InvalidIdError` for a malformed ``ref_text``, and what
+    :func:`resolve_project` raises (then neither file is touched)."""
+    from envhub.project._resolver import parse_requirement
+
+    requirement = parse_requirement(ref_text)
+    bare = requirement.name if not str(requirement.specifier) else None
+    text = requirement.name if bare else str(requirement)
+    environments, locked = _relock_and_write(project, with_environment(project.environments, text, requirement.name),
+                                             settings, plugins=plugins, registry=registry, offline=offline,
+                                             prereleases=prereleases, bare=bare)
+    added = next(e for e in environments if parse_requirement(e).name == requirement.name)
+    return EditResult(environments, added, locked)
+
+
+def remove_environment(project: Project, name: str, settings: Settings, *, plugins: PluginManager,
+                       registry: str | None = None, offline: bool = False) -> EditResult:
+    """``envhub remove``: drop ``name`` from the project's environments and relock; only
+    if that succeeds write ``pyproject.toml`` and then ``envhub.lock``. The cache keeps
+    its copy. Raises :class:`envhub.errors.UsageError` for a name the project does not
+    list (listing those it does), and what :func:`resolve_project` raises."""
+    environments = without_environment(project.environments, name, project.pyproject)
+    environments, locked = _relock_and_write(project, environments, settings, plugins=plugins, registry=registry,
+                                             offline=offline, prereleases=None)
+    return EditResult(environments, name, locked)
+
+
+def _relock_and_write(project: Project, environments: list[str], settings: Settings, *, plugins: PluginManager,
+                      registry: str | None, offline: bool, prereleases: bool | None,
+                      bare: str | None = None) -> tuple[list[str], LockResult]:
+    """Resolve ``environments`` as the project's new list; only if that succeeds, write
+    pyproject.toml and then envhub.lock. ``bare`` names a requirement added without a
+    specifier: it is written as ``>=`` the version resolved."""
+    from envhub.project._lockfile import read_lock, write_lock
+    from envhub.project._project import LockResult, resolve_project
+
+    previous = read_lock(project.lock_path)
+    candidate = replace(project, environments=environments)
+    lock, resolution = resolve_project(candidate, settings, plugins=plugins, registry=registry, offline=offline,
+                                       prereleases=prereleases, previous=previous)
+    if bare is not None:
+        environments = with_environment(environments, f"{bare}>={resolution.pins[bare].version}", bare)
+        lock.requires = replace(project, environments=environments).normalized()
+    write_environments(project.pyproject, environments)
+    written = write_lock(project.lock_path, lock)
+    return environments, LockResult(lock, previous, written, resolution)
 
 
 def with_environment(current: list[str], requirement: str, name: str) -> list[str]:
@@ -31,6 +106,8 @@ def with_environment(current: list[str], requirement: str, name: str) -> list[st
 
 
 def without_environment(current: list[str], name: str, pyproject: Path) -> list[str]:
+    """``current`` without the entry for ``name``; :class:`envhub.errors.UsageError`
+    (naming ``pyproject`` and the names listed) if there is none."""
     from envhub.project._resolver import parse_requirement
 
     out = [text for text in current if parse_requirement(text).name != name]

@@ -9,6 +9,7 @@ Written sorted, one environment per table, so a change of one version is a small
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -218,7 +219,7 @@ _ENV_KEYS = {"name": str, "version": str, "digest": str, "size": int, "score-ver
 _REQUIRED = ("name", "version", "digest", "size", "source")
 
 
-def _parse_env(table: Any, where: str, bad: Any) -> LockedEnv:
+def _parse_env(table: object, where: str, bad: Callable[[str, str], LockError]) -> LockedEnv:
     if not isinstance(table, dict):
         raise bad(where, "must be a table")
     for key, value in table.items():
@@ -227,7 +228,7 @@ def _parse_env(table: Any, where: str, bad: Any) -> LockedEnv:
             raise bad(f"{where}.{key}", "unknown key")
         if type(value) is not kind:
             raise bad(f"{where}.{key}", f"must be a{'n' if kind is int else ''} {kind.__name__}")
-        if kind is list and not all(isinstance(v, str) for v in value):
+        if isinstance(value, list) and not all(isinstance(v, str) for v in value):
             raise bad(f"{where}.{key}", "must be a list of strings")
     for key in _REQUIRED:
         if key not in table:

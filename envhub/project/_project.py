@@ -4,7 +4,11 @@
 lock`` resolves it against every configured registry into ``envhub.lock``; ``envhub sync``
 makes sure every locked environment is in the cache, verified, and reports the Python
 dependencies they need. Inside a project, ``envhub.load`` and ``envhub eval`` use the
-locked versions (``locked_for``).
+locked versions (:meth:`Lockfile.locked_for`).
+
+Everything that may contact a registry takes ``settings`` and ``plugins`` (the plugin
+manager that knows the registry schemes) from its caller; nothing here reads the
+environment or makes a plugin manager of its own.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from envhub.errors import EnvhubError, ExitCode, IntegrityError, UsageError
 from envhub.project._lockfile import (
@@ -26,6 +30,7 @@ from envhub.project._lockfile import (
     read_lock,
     write_lock,
 )
+from envhub.plugins import PluginManager
 from envhub.registry import VersionEntry
 from envhub.settings import Settings
 
@@ -33,6 +38,7 @@ if TYPE_CHECKING:
     from packaging.specifiers import SpecifierSet
 
     from envhub.project._resolver import Requirement, Resolution
+    from envhub.registry import Registry
 
 __all__ = ["PYPROJECT", "LockResult", "Project", "PythonReport", "RegistryIndex", "StaleLockError", "SyncResult",
            "find_project", "install_command", "install_python", "lock_project", "locked_entry", "locked_for",
@@ -51,15 +57,20 @@ class StaleLockError(LockError):
 
 @dataclass
 class Project:
+    """A training project: the directory of a ``pyproject.toml`` and what its
+    ``[tool.envhub]`` table asks for. Found with :func:`find_project`; the entries of
+    ``environments`` are checked when :meth:`specs` or :meth:`requirements` is called."""
+
     root: Path
     pyproject: Path
     #: ``[tool.envhub] environments``, as written.
     environments: list[str]
     #: The whole ``[tool.envhub]`` table.
-    table: dict[str, Any] = field(default_factory=dict)
+    table: dict[str, object] = field(default_factory=dict)
 
     @property
     def lock_path(self) -> Path:
+        """Where the project's lock is (or would be): ``envhub.lock`` beside ``pyproject.toml``."""
         return self.root / LOCK_FILENAME
 
     def specs(self) -> list[tuple[str, SpecifierSet]]:
@@ -85,11 +96,13 @@ class Project:
         return out
 
     def requirements(self) -> list[Requirement]:
+        """:meth:`specs` as resolver requirements, in the order written; the same errors."""
         from envhub.project._resolver import Requirement
 
         return [Requirement(name, specifier) for name, specifier in self.specs()]
 
     def normalized(self) -> list[str]:
+        """The requirements as the lock's ``requires`` records them: normalized, sorted."""
         return sorted(f"{name}{specifier}" for name, specifier in self.specs())
 
 
@@ -107,7 +120,10 @@ def name_and_specifier(text: str) -> tuple[str, SpecifierSet]:
 
 
 def find_project(cwd: Path | None = None) -> Project | None:
-    """The project around ``cwd``: the nearest ``pyproject.toml`` (None if there is none)."""
+    """The project around ``cwd`` (default: the current directory): the nearest
+    ``pyproject.toml`` from there up; None if there is none. Raises
+    :class:`envhub.errors.UsageError` naming the file when ``[tool.envhub]`` is not a table
+    or ``environments`` is not a list of strings."""
     from envhub._toml import find_pyproject, load_file
 
     path = find_pyproject((cwd or Path.cwd()).resolve())
@@ -124,6 +140,8 @@ def find_project(cwd: Path | None = None) -> Project | None:
 
 
 def require_project(cwd: Path | None = None) -> Project:
+    """:func:`find_project`, and :class:`envhub.errors.UsageError` (naming the directory
+    and the fix) where there is no project."""
     project = find_project(cwd)
     if project is None:
         raise UsageError(f"no {PYPROJECT} in {(cwd or Path.cwd()).resolve()} or any parent directory",
@@ -135,7 +153,11 @@ def require_project(cwd: Path | None = None) -> Project:
 
 
 def registry_urls(project: Project | None, settings: Settings, choice: str | None = None) -> list[str]:
-    """Every configured registry, the default one first: ``--registry`` alone if given."""
+    """The URLs candidates are looked up in (``spec/lockfile.md`` section 2): the
+    registry ``choice`` names (a configured name or a URL) alone if given; otherwise the
+    default registry, then every named registry, the project's and the user's, without
+    repeats. Raises :class:`envhub.errors.UsageError` for a malformed configuration or an
+    unknown name."""
     from envhub.registry import load_registry_config
 
     config = load_registry_config(settings, cwd=project.root if project else None)
@@ -146,28 +168,35 @@ def registry_urls(project: Project | None, settings: Settings, choice: str | Non
 
 
 class RegistryIndex:
-    """The versions of a name across registries; the first registry that has a version
-    wins it. Offline, what the cache remembers of each registry."""
+    """The versions of a name across registries (an :class:`Index` for :func:`resolve`);
+    the first registry that has a version wins it. Offline, what the cache remembers of
+    each registry. Registries are opened on first use, with ``plugins`` knowing their
+    URL schemes."""
 
-    def __init__(self, urls: Sequence[str], settings: Settings, *, offline: bool = False) -> None:
+    def __init__(self, urls: Sequence[str], settings: Settings, *, plugins: PluginManager,
+                 offline: bool = False) -> None:
         from envhub.cache import Cache
 
         self.urls = list(urls)
         self.settings = settings
+        self.plugins = plugins
         self.offline = offline
         self.cache = Cache(settings.cache)
-        self._registries: dict[str, Any] = {}
+        self._registries: dict[str, Registry] = {}
 
     def versions(self, name: str) -> list[VersionEntry]:
+        """Every version of ``name`` the registries have, yanked ones included, oldest
+        first; empty for a name none of them has. Raises
+        :class:`envhub.errors.RegistryError` for a registry that cannot be reached."""
         from envhub.errors import EnvNotFoundError
-        from envhub.registry import open_registry, version_key
+        from envhub.registry import version_key
 
         found: dict[str, VersionEntry] = {}
         for url in self.urls:
             if self.offline:
                 entries = self.cache.remembered(url, name)
             else:
-                registry = self._registries.get(url) or self._registries.setdefault(url, open_registry(url, self.settings))
+                registry = self.registry(url)
                 try:
                     entries = registry.versions(name)
                 except EnvNotFoundError:
@@ -176,7 +205,16 @@ class RegistryIndex:
                 found.setdefault(version_key(entry.version), entry)
         return sorted(found.values(), key=lambda e: e.parsed_version)
 
+    def registry(self, url: str) -> Registry:
+        """The registry at ``url``, opened once per index."""
+        from envhub.registry import open_registry
+
+        if url not in self._registries:
+            self._registries[url] = open_registry(url, self.settings, plugins=self.plugins)
+        return self._registries[url]
+
     def describe(self) -> str:
+        """Where names are looked up, for messages."""
         where = " or ".join(_display(u, self.settings) for u in self.urls)
         return f"{where}{' (offline: what the cache remembers)' if self.offline else ''}"
 
@@ -192,6 +230,7 @@ def source_of(url: str, settings: Settings) -> str:
 
 
 def source_url(env: LockedEnv, settings: Settings) -> str:
+    """The URL of the registry a locked environment came from (the inverse of :func:`source_of`)."""
     return settings.default_registry if env.source == DEFAULT_SOURCE else env.source
 
 
@@ -205,10 +244,15 @@ def locked_entry(env: LockedEnv, settings: Settings) -> VersionEntry:
 # --- lock -------------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(frozen=True)
 class LockResult:
+    """What :func:`lock_project` (or an edit of the project's environments) did."""
+
+    #: The lock now in ``envhub.lock``.
     lock: Lockfile
+    #: The lock before, if there was one.
     previous: Lockfile | None
+    #: False if ``envhub.lock`` already held exactly these bytes.
     written: bool
     resolution: Resolution
 
@@ -219,11 +263,19 @@ class LockResult:
         return [(n, before.get(n), after.get(n)) for n in sorted({*before, *after}) if before.get(n) != after.get(n)]
 
 
-def resolve_project(project: Project, settings: Settings, *, upgrade: bool = False,
+def resolve_project(project: Project, settings: Settings, *, plugins: PluginManager, upgrade: bool = False,
                     upgrade_packages: Sequence[str] = (), registry: str | None = None, offline: bool = False,
                     prereleases: bool | None = None, previous: Lockfile | None = None) -> tuple[Lockfile, Resolution]:
-    """Resolve the project's requirements into a lock (not written). Versions ``previous``
-    has are kept while they fit, unless upgraded."""
+    """Resolve the project's requirements into a lock (not written), against
+    :func:`registry_urls` ``(project, settings, registry)``; offline, against what the
+    cache remembers. Versions ``previous`` has are kept while they fit, unless
+    ``upgrade`` (all) or ``upgrade_packages`` (those names) says otherwise;
+    ``prereleases`` None keeps the previous lock's choice.
+
+    Raises :class:`envhub.errors.UsageError` for a malformed project or an upgrade of a
+    name it does not have, :class:`ResolutionError` when nothing fits (saying why),
+    :class:`envhub.errors.IntegrityError` when a registry has other bytes under a locked
+    version, and :class:`envhub.errors.RegistryError` for a registry out of reach."""
     from envhub.project._resolver import resolve
 
     requirements = project.requirements()
@@ -234,7 +286,7 @@ def resolve_project(project: Project, settings: Settings, *, upgrade: bool = Fal
     preferred = {} if upgrade or previous is None else {
         n: e.version for n, e in previous.environments.items() if n not in upgrade_packages}
     pre = (previous.prereleases if previous else False) if prereleases is None else prereleases
-    index = RegistryIndex(registry_urls(project, settings, registry), settings, offline=offline)
+    index = RegistryIndex(registry_urls(project, settings, registry), settings, plugins=plugins, offline=offline)
     resolution = resolve(requirements, index, prereleases=pre, preferred=preferred)
     environments = {}
     for name, entry in resolution.pins.items():
@@ -255,10 +307,16 @@ def resolve_project(project: Project, settings: Settings, *, upgrade: bool = Fal
     return lock, resolution
 
 
-def lock_project(project: Project, settings: Settings, **options: Any) -> LockResult:
-    """``envhub lock``: resolve and write ``envhub.lock`` (only if it changes)."""
+def lock_project(project: Project, settings: Settings, *, plugins: PluginManager, upgrade: bool = False,
+                 upgrade_packages: Sequence[str] = (), registry: str | None = None, offline: bool = False,
+                 prereleases: bool | None = None) -> LockResult:
+    """``envhub lock``: :func:`resolve_project` against the existing lock, then write
+    ``envhub.lock`` (only if its bytes change). The same errors, and :class:`LockError`
+    for a malformed existing lock."""
     previous = read_lock(project.lock_path)
-    lock, resolution = resolve_project(project, settings, previous=previous, **options)
+    lock, resolution = resolve_project(project, settings, plugins=plugins, upgrade=upgrade,
+                                       upgrade_packages=upgrade_packages, registry=registry, offline=offline,
+                                       prereleases=prereleases, previous=previous)
     written = write_lock(project.lock_path, lock)
     return LockResult(lock, previous, written, resolution)
 
@@ -276,40 +334,52 @@ def stale_reason(project: Project, lock: Lockfile) -> str | None:
     for env in lock.environments.values():
         needed.extend(name_and_specifier(d) for d in env.dependencies)
     for name, specifier in needed:
-        env = lock.get(name)
-        if env is None:
+        have = lock.get(name)
+        if have is None:
             return f"{name} is needed but not locked"
-        if not specifier.contains(env.version, prereleases=True):
-            return f"{name}{specifier} is needed but {env.ref} is locked"
+        if not specifier.contains(have.version, prereleases=True):
+            return f"{name}{specifier} is needed but {have.ref} is locked"
     return None
 
 
 # --- sync -------------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(frozen=True)
 class SyncResult:
+    """What :func:`sync_project` did."""
+
+    #: The lock synced.
     lock: Lockfile
     relocked: LockResult | None
     #: Environments fetched now, and those already in the cache.
     fetched: list[LockedEnv]
     cached: list[LockedEnv]
+    #: The Python dependencies the locked environments need, and which are missing here.
     python: PythonReport
 
 
 def read_project_lock(project: Project) -> Lockfile:
+    """The project's ``envhub.lock``; :class:`LockError` if there is none (with the fix)
+    or it is malformed."""
     lock = read_lock(project.lock_path)
     if lock is None:
         raise LockError(f"{project.lock_path} does not exist", hint="create it with 'envhub lock'")
     return lock
 
 
-def sync_project(project: Project, settings: Settings, *, locked: bool = False, frozen: bool = False,
-                 offline: bool = False, registry: str | None = None, with_heldout: bool = False,
-                 on_fetch: Callable[[LockedEnv], None] | None = None) -> SyncResult:
-    """``envhub sync``: bring the lock up to date (unless ``frozen``; ``locked`` fails
-    instead when it would change), then make sure every locked environment is cached
-    and verified."""
+def sync_project(project: Project, settings: Settings, *, plugins: PluginManager, locked: bool = False,
+                 frozen: bool = False, offline: bool = False, registry: str | None = None,
+                 with_heldout: bool = False, on_fetch: Callable[[LockedEnv], None] | None = None) -> SyncResult:
+    """``envhub sync``: bring the lock up to date (unless ``frozen``; ``locked`` raises
+    :class:`StaleLockError` instead when it would change), then make sure every locked
+    environment is in the cache, verified against its locked digest, fetching it from
+    the registry it was locked from (``on_fetch`` is called before each fetch).
+
+    Raises what :func:`lock_project` raises when relocking, :class:`LockError` for a
+    missing (``frozen``) or malformed lock, :class:`envhub.errors.IntegrityError` for
+    bytes that do not match the lock, and :class:`envhub.errors.EnvNotFoundError` for an
+    environment not in the cache when ``offline``."""
     relocked = None
     memo = _Memo(settings, project)
     known = memo.read()
@@ -323,7 +393,7 @@ def sync_project(project: Project, settings: Settings, *, locked: bool = False, 
             if locked:
                 raise StaleLockError(f"{project.lock_path} is out of date: {reason}",
                                      hint="run 'envhub lock' and commit the new envhub.lock")
-            relocked = lock_project(project, settings, registry=registry, offline=offline)
+            relocked = lock_project(project, settings, plugins=plugins, registry=registry, offline=offline)
             lock = relocked.lock
     from envhub.cache import Cache
     from envhub.hub import fetch
@@ -340,7 +410,7 @@ def sync_project(project: Project, settings: Settings, *, locked: bool = False, 
         if on_fetch:
             on_fetch(env)
         fetch(entry, entry.registry, settings, with_heldout=with_heldout and env.heldout_digest is not None,
-              heldout_url=settings.heldout_store, offline=offline, cache=cache)
+              heldout_url=settings.heldout_store, offline=offline, cache=cache, plugins=plugins)
         fetched.append(env)
     if known is not None:
         return SyncResult(lock, relocked, fetched, cached, known)
@@ -399,8 +469,10 @@ class _Memo:
 # --- Python dependencies ----------------------------------------------------------------
 
 
-@dataclass
+@dataclass(frozen=True)
 class PythonReport:
+    """The Python dependencies of a lock's environments, checked against this interpreter."""
+
     #: The union of the locked environments' python-dependencies, and who needs each.
     required: dict[str, list[str]]
     #: requirement -> why it is not satisfied by this interpreter ("not installed", "2.0 installed").
@@ -408,6 +480,7 @@ class PythonReport:
 
 
 def python_report(lock: Lockfile) -> PythonReport:
+    """Which of ``lock``'s Python dependencies this interpreter lacks (markers honoured)."""
     required: dict[str, list[str]] = {}
     for env in lock.environments.values():
         for requirement in env.python_dependencies:

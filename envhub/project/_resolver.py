@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import operator
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -22,9 +22,10 @@ from resolvelib import AbstractProvider, BaseReporter, ResolutionImpossible, Res
 
 try:  # resolvelib's own loop, made cheaper (see _Resolution); it is private: the public Resolver if it moves
     from resolvelib.resolvers.resolution import Resolution as _ResolvelibResolution
-    from resolvelib.resolvers.resolution import State, _build_result
+    from resolvelib.resolvers.resolution import _build_result
+    from resolvelib.structs import State
 except ImportError:  # pragma: no cover - another resolvelib
-    _ResolvelibResolution = None
+    _ResolvelibResolution = None  # type: ignore[misc,assignment]
 
 from envhub.errors import EnvhubError
 from envhub.ids import parse_ref
@@ -135,7 +136,7 @@ class Resolution:
         return sorted({r.name for r in self.requirements})
 
 
-class _Provider(AbstractProvider):  # type: ignore[type-arg]
+class _Provider(AbstractProvider):
     def __init__(self, index: Index, *, prereleases: bool, preferred: Mapping[str, str]) -> None:
         self.index = index
         self.prereleases = prereleases
@@ -212,7 +213,7 @@ class _Provider(AbstractProvider):  # type: ignore[type-arg]
 
 
 if _ResolvelibResolution is not None:
-    class _Resolution(_ResolvelibResolution):  # type: ignore[misc,valid-type]
+    class _Resolution(_ResolvelibResolution):
         """resolvelib's resolution loop, with what it costs cut (not what it decides).
 
         - Each incompatible candidate kept once: on every backjump resolvelib's
@@ -225,7 +226,7 @@ if _ResolvelibResolution is not None:
           per round still grows with the number of pins (``bench/lock.py``).
         """
 
-        def __init__(self, provider: _Provider, reporter: BaseReporter) -> None:  # type: ignore[type-arg]
+        def __init__(self, provider: _Provider, reporter: BaseReporter) -> None:
             super().__init__(provider, reporter)
             self._satisfying: dict[tuple[int, int], tuple[Any, Candidate, bool]] = {}
 
@@ -365,7 +366,7 @@ def _said(who: str, by_spec: Mapping[str, tuple[SpecifierSet, list[Candidate]]],
     return " and ".join(parts)
 
 
-def explain(causes: Sequence[Any], provider: _Provider) -> str:
+def explain(causes: Collection[Any], provider: _Provider) -> str:
     """Say why ``causes`` (resolvelib's RequirementInformation) cannot all hold:
     "acme/a 1.0 needs acme/b>=2, but acme/c 3.1 needs acme/b<2"."""
     by_name: dict[str, list[Any]] = {}
@@ -409,7 +410,7 @@ def _near_misses(known: list[Candidate], askers: Mapping[str, Mapping[str, tuple
     return "".join(f"\n    {n}" for n in notes)
 
 
-def _hint(causes: Sequence[Any], provider: _Provider) -> str:
+def _hint(causes: Collection[Any], provider: _Provider) -> str:
     if any(not provider.candidates(info.requirement.name) for info in causes):
         return "check the name (envhub search), or add the registry that has it under [tool.envhub.registries]"
     if any(info.parent is None for info in causes):
