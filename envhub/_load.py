@@ -149,10 +149,13 @@ def load(ref_or_path: str | os.PathLike[str], *, context: Context | None = None,
 
 
 def _locked(text: str, context: Context) -> tuple[LockedEnv, Path] | None:
-    """The project lock's entry for ``text``, from the lock the context read once."""
-    from envhub.project import locked_for
-
-    return locked_for(text, context.cwd)
+    """The project lock's entry for ``text`` and the lock's path, from the lock the context
+    read once; None outside a project, without a lock, or for a name it does not have."""
+    if context.project is None or context.lock is None:
+        return None
+    path = context.project.lock_path
+    env = context.lock.locked_for(text, path=path)
+    return (env, path) if env is not None else None
 
 
 def _fetch_locked(env: LockedEnv, lock_path: Path, context: Context, *, with_heldout: bool,
@@ -180,7 +183,8 @@ def _environment(manifest: Manifest, root: Path, context: Context, *, trust_code
     if manifest.tasks.format == "mixture":
         children = _children(manifest, root, context, trust_code=trust_code, with_heldout=with_heldout,
                              offline=offline, parents=parents)
-        return CompositeEnvironment(manifest, root, children, digest=digest, source=source, locator=locator)
+        return CompositeEnvironment(manifest, root, children, plugins=context.plugins, digest=digest, source=source,
+                                    locator=locator)
     if not trust_code:  # a pulled or installed bundle, or a composite's child, may be on sys.path too
         refuse_shadowing(root)
     name = manifest.environment.name
@@ -215,7 +219,7 @@ def _children(manifest: Manifest, root: Path, context: Context, *, trust_code: b
     from envhub.hub import fetch
     from envhub.ids import parse_specifier
     from envhub.manifest import load_manifest, local_dependencies
-    from envhub.project import RegistryIndex, Requirement, locked_entry, locked_for, registry_urls, resolve
+    from envhub.project import RegistryIndex, Requirement, locked_entry, registry_urls, resolve
 
     settings, plugins = context.settings, context.plugins
     splits = manifest.tasks.splits.values()
@@ -237,7 +241,7 @@ def _children(manifest: Manifest, root: Path, context: Context, *, trust_code: b
     specs = {n: "" if s.strip() in ("", "*") else s for n, s in manifest.dependency_specifiers().items()}  # "*": any
     entries = {}
     for name in sorted(used - set(local)):
-        locked = locked_for(f"{name}{specs[name]}", context.cwd)
+        locked = _locked(f"{name}{specs[name]}", context)
         if locked is not None:
             entries[name] = locked_entry(locked[0], settings)
     missing = [Requirement(n, parse_specifier(specs[n])) for n in sorted(used - set(local)) if n not in entries]

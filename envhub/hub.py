@@ -27,7 +27,7 @@ class PushResult:
     heldout_store: str | None
 
 
-def push(path: Path, registry: Registry, *, heldout_url: str | None) -> PushResult:
+def push(path: Path, registry: Registry, *, heldout_url: str | None, plugins: PluginManager) -> PushResult:
     """Build the bundle at ``path`` and publish it; held-out archives go to the registry's
     own held-out store if it has one (the Hub's private companion repos), else to
     ``heldout_url``, never to the registry."""
@@ -35,8 +35,8 @@ def push(path: Path, registry: Registry, *, heldout_url: str | None) -> PushResu
     from envhub.registry import open_heldout_store
 
     with tempfile.TemporaryDirectory(prefix="envhub-push-") as out:
-        bundle = build_bundle(path, out)
-        _check_path_dependencies(bundle, registry, out)
+        bundle = build_bundle(path, out, plugins=plugins)
+        _check_path_dependencies(bundle, registry, out, plugins)
         store = None
         if bundle.heldout is not None:
             store = registry.heldout_store()
@@ -53,7 +53,7 @@ def push(path: Path, registry: Registry, *, heldout_url: str | None) -> PushResu
     return PushResult(result, store.where(bundle.name) if store is not None else None)
 
 
-def _check_path_dependencies(bundle: BuiltBundle, registry: Registry, out: str) -> None:
+def _check_path_dependencies(bundle: BuiltBundle, registry: Registry, out: str, plugins: PluginManager) -> None:
     """The public manifest pins each path dependency to its directory's version, so that
     version must be in ``registry`` already, with the directory's content (else the bundle
     was checked with something nobody can pull). Raises EnvNotFoundError or
@@ -71,7 +71,7 @@ def _check_path_dependencies(bundle: BuiltBundle, registry: Registry, out: str) 
             raise EnvNotFoundError(f"{bundle.name} {bundle.version} depends on {name}=={dependency.version} "
                                    f"(path {dependency.path!r}), which is not in {registry.url}",
                                    hint=f"push it to this registry first: envhub push {dependency.root}")
-        local = build_bundle(dependency.root, Path(out) / "path-dependencies" / name).public.digest
+        local = build_bundle(dependency.root, Path(out) / "path-dependencies" / name, plugins=plugins).public.digest
         if local != published[0].digest:
             raise VersionConflictError(
                 f"{bundle.name} {bundle.version} was checked with {name} {dependency.version} from "

@@ -6,15 +6,18 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from envhub.bundle._archive import ArchiveInfo, write_archive
 from envhub.bundle._paths import IGNORE_FILE, bundle_files, heldout_seeds_bytes
 from envhub.bundle._validate import validate_bundle
 from envhub.errors import BundleError
-from envhub.manifest import MANIFEST_FILENAME, Manifest, dump_manifest
-from envhub.manifest import LocalDependency, local_dependencies
+from envhub.manifest import MANIFEST_FILENAME, LocalDependency, Manifest, dump_manifest, local_dependencies
 from envhub.problems import Problem
 from envhub.tasks import SecretError, read_secret, sealed_seeds_bytes, sealed_seeds_path
+
+if TYPE_CHECKING:
+    from envhub.plugins import PluginManager
 
 __all__ = ["IGNORE_FILE", "BuiltBundle", "archive_stem", "build_bundle", "bundle_files", "public_manifest"]
 
@@ -46,7 +49,8 @@ def archive_stem(name: str, version: str) -> str:
 
 
 def public_manifest(manifest: Manifest, root: Path,
-                    facts: Mapping[str, tuple[int | None, str | None]] | None = None) -> tuple[Manifest, list[tuple[str, bytes]]]:
+                    facts: Mapping[str, tuple[int | None, str | None]] | None = None, *,
+                    plugins: PluginManager | None = None) -> tuple[Manifest, list[tuple[str, bytes]]]:
     """The manifest as a built bundle publishes it, and the files only its held-out archive holds.
 
     ``facts`` gives the row count and sha256 of split files (as validation found them), which
@@ -88,28 +92,29 @@ def public_manifest(manifest: Manifest, root: Path,
     tasks = manifest.tasks.model_copy(update={"splits": splits})
     update: dict[str, object] = {"tasks": tasks}
     if manifest.dependency_paths():  # else the manifest is written as it was, byte for byte
-        pins = {name: f"=={dependency.version}" for name, dependency in local_dependencies(manifest, root).items()}
+        pins = {name: f"=={dependency.version}" for name, dependency in local_dependencies(manifest, root, plugins=plugins).items()}
         update["dependencies"] = {**manifest.dependencies, **pins}
     return manifest.model_copy(update=update), sealed
 
 
-def build_bundle(root: str | Path, out_dir: str | Path) -> BuiltBundle:
+def build_bundle(root: str | Path, out_dir: str | Path, *, plugins: PluginManager) -> BuiltBundle:
     """Validate the bundle at ``root`` and write its archives into ``out_dir``.
 
     Held-out split files go only into the held-out archive, and so do the keys of held-out
     generator splits (:func:`public_manifest`); secret files go into neither. The public
     manifest records every split's row count and sha256 instead. Raises
-    :class:`BundleError` if the bundle is invalid (nothing is written then).
+    :class:`BundleError` if the bundle is invalid (nothing is written then). ``plugins``
+    validates the names that are not built in, as for :func:`validate_bundle`.
     """
     root = Path(root)
-    check = validate_bundle(root)
+    check = validate_bundle(root, plugins=plugins)
     errors = [p for p in check.problems if p.severity == "error"]
     if errors or check.manifest is None:
         raise BundleError(f"{root}: cannot build an invalid bundle", errors,
                           hint=f"run 'envhub validate {root}' and fix every error")
     manifest = check.manifest
     facts = {s.name: (s.rows, s.sha256) for s in check.splits}
-    published, sealed = public_manifest(manifest, root, facts)
+    published, sealed = public_manifest(manifest, root, facts, plugins=plugins)
     splits = manifest.tasks.splits.values()
     heldout_paths = {s.path for s in splits if s.held_out and s.path is not None}
     secrets = {s.secret for s in splits if s.secret is not None}
@@ -125,5 +130,5 @@ def build_bundle(root: str | Path, out_dir: str | Path) -> BuiltBundle:
     stem = archive_stem(manifest.environment.name, manifest.environment.version)
     public = write_archive(out / f"{stem}.tar", public_files)
     heldout = write_archive(out / f"{stem}.heldout.tar", heldout_files) if heldout_files else None
-    pinned = local_dependencies(manifest, root) if manifest.dependency_paths() else {}
+    pinned = local_dependencies(manifest, root, plugins=plugins) if manifest.dependency_paths() else {}
     return BuiltBundle(published, public, heldout, pinned)

@@ -22,8 +22,9 @@ def build(path: Path, out_dir: Path, as_json: bool) -> None:
     manifest records each held-out split's row count and digest, never its file.
     """
     from envhub.bundle import build_bundle
+    from envhub.cli._common import app_context
 
-    built = build_bundle(path, out_dir)
+    built = build_bundle(path, out_dir, plugins=app_context().plugins)
     data = {
         "name": built.name,
         "version": built.version,

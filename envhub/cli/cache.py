@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from envhub.cli._common import json_option
 
-
-def _cache():  # type: ignore[no-untyped-def]
+if TYPE_CHECKING:
     from envhub.cache import Cache
-    from envhub.settings import load_settings
 
-    return Cache(load_settings().cache)
+
+def _cache() -> Cache:
+    from envhub.cache import Cache
+    from envhub.cli._common import app_context
+
+    return Cache(app_context().settings.cache)
 
 
 @click.group()

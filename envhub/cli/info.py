@@ -12,6 +12,7 @@ from envhub.cli._output import echo
 
 if TYPE_CHECKING:
     from envhub.bundle import SplitFacts
+    from envhub.context import Context
     from envhub.manifest import Manifest
 
 
@@ -27,29 +28,31 @@ def info(target: str, registry: str | None, offline: bool, as_json: bool) -> Non
     acme/env or acme/env@1.2.0, which is pulled (verified, cached) first, or the URL of an
     environment served by 'envhub serve' (http://HOST:PORT/NAMESPACE/NAME).
     """
+    from envhub._load import is_bundle_path
     from envhub.bundle import SplitFacts, validate_bundle
+    from envhub.cli._common import app_context
     from envhub.errors import BundleError
 
+    ctx = app_context()
     published: dict[str, object] = {}
     served: dict[str, object] = {}
     if target.startswith(("http://", "https://")):
-        m, splits, path, served = _served(target)
-    elif _exists(target) or "/" not in target or target.startswith((".", "/", "~")):
-        check = validate_bundle(Path(target))
+        m, splits, path, served = _served(target, ctx)
+    elif is_bundle_path(target):
+        check = validate_bundle(Path(target), plugins=ctx.plugins)
         if not check.ok or check.manifest is None:
             raise BundleError(f"{target}: the bundle is invalid", [p for p in check.problems if p.severity == "error"],
                               hint=f"run 'envhub validate {target}' for every problem")
         m, splits, path = check.manifest, check.splits, check.path
     else:
-        from envhub.cli._common import registry_context
         from envhub.hub import pull
 
-        settings, _, url = registry_context(registry)
-        result = pull(target, url, settings, offline=offline or settings.offline)
+        settings, url = ctx.settings, ctx.registry_url(registry)
+        result = pull(target, url, settings, offline=offline or settings.offline, plugins=ctx.plugins)
         if result.cached and not (offline or settings.offline):
             from envhub.cli.pull import with_current_yank
 
-            result = with_current_yank(result, target, url, settings)
+            result = with_current_yank(result, target, url, ctx)
         if result.warning:
             echo(f"envhub: warning: {result.warning}", err=True)
         entry = result.entry
@@ -59,7 +62,7 @@ def info(target: str, registry: str | None, offline: bool, as_json: bool) -> Non
         # manifest records every split's rows: no need to scan the task files again.
         from envhub.manifest import load_manifest
 
-        m, path = load_manifest(result.path), result.path
+        m, path = load_manifest(result.path, plugins=ctx.plugins), result.path
         splits = [SplitFacts.recorded(name, split) for name, split in m.tasks.splits.items()]
     verifier = m.verifier
     data = {
@@ -113,20 +116,12 @@ def info(target: str, registry: str | None, offline: bool, as_json: bool) -> Non
         echo(f"    {s.name:<10} {s.rows if s.rows is not None else '?':>8} tasks{held}")
 
 
-def _exists(target: str) -> bool:
-    try:
-        return Path(target).exists()
-    except OSError:  # a name too long to be a file (an overlong id): not a path
-        return False
-
-
-def _served(url: str) -> tuple[Manifest, list[SplitFacts], str, dict[str, object]]:
+def _served(url: str, ctx: Context) -> tuple[Manifest, list[SplitFacts], str, dict[str, object]]:
     """What the server says of the environment it serves at ``url`` (as ``envhub eval`` takes it)."""
+    from envhub._load import load
     from envhub.bundle import SplitFacts
-    from envhub.runtime import load
-    from envhub.settings import load_settings
 
-    with load(url, settings=load_settings()) as env:
+    with load(url, context=ctx) as env:
         splits = [SplitFacts(s.name, s.held_out, s.rows) for s in env.splits.values()]
         return env.manifest, splits, url, {"served-by": url, "digest": env.digest}
 

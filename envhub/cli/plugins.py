@@ -28,9 +28,9 @@ def plugins(ctx: click.Context, as_json: bool, strict: bool) -> None:
     Exit codes: 0 listed (even with broken plugins, which are shown), 1 with --strict when
     something is broken or in conflict.
     """
-    from envhub.plugins import plugin_manager
+    from envhub.cli._common import app_context
 
-    report = _report(plugin_manager())
+    report = _report(app_context().plugins)
     if as_json:
         from envhub.cli._output import emit_json
 

@@ -12,7 +12,7 @@ from envhub.cli._common import json_option, offline_option, registry_option
 
 if TYPE_CHECKING:
     from envhub.hub import PullResult
-    from envhub.settings import Settings
+    from envhub.context import Context
 
 __all__ = ["pull", "with_current_yank"]
 
@@ -31,16 +31,17 @@ def pull(ref: str, registry: str | None, with_heldout: bool, out_dir: Path | Non
     version works, with a warning), verifies every byte against its digest, and extracts
     it into the content-addressed cache. Prints the bundle's directory.
     """
-    from envhub.cli._common import registry_context
+    from envhub.cli._common import app_context
     from envhub.hub import materialize
     from envhub.hub import pull as do_pull
 
-    settings, config, url = registry_context(registry)
-    offline = offline or settings.offline
-    result = do_pull(ref, url, settings, with_heldout=with_heldout, heldout_url=config.heldout_url(),
-                     offline=offline)
+    ctx = app_context()
+    url = ctx.registry_url(registry)
+    offline = offline or ctx.settings.offline
+    result = do_pull(ref, url, ctx.settings, with_heldout=with_heldout, heldout_url=ctx.registry_config.heldout_url(),
+                     offline=offline, plugins=ctx.plugins)
     if result.cached and not offline:  # a cached exact pin was served without reading the index
-        result = with_current_yank(result, ref, url, settings)
+        result = with_current_yank(result, ref, url, ctx)
     if result.warning:
         click.echo(f"envhub: warning: {result.warning}", err=True)
     where = materialize(result, out_dir) if out_dir else result.path
@@ -55,7 +56,7 @@ def pull(ref: str, registry: str | None, with_heldout: bool, out_dir: Path | Non
     click.echo(str(where))
 
 
-def with_current_yank(result: PullResult, ref: str, url: str, settings: Settings) -> PullResult:
+def with_current_yank(result: PullResult, ref: str, url: str, ctx: Context) -> PullResult:
     """``result`` of a warm pull, with the yank status the registry gives its version now.
 
     A cached exact pin is served without reading the index; a yank made since (here or on
@@ -64,15 +65,14 @@ def with_current_yank(result: PullResult, ref: str, url: str, settings: Settings
     from envhub.cache import Cache
     from envhub.errors import EnvNotFoundError, RegistryError
     from envhub.ids import parse_ref
-    from envhub.registry import open_registry
     from envhub.registry import select_version
 
     parsed = parse_ref(ref)
     if parsed.pinned is None:  # a range was resolved against the index just now
         return result
     try:
-        current = open_registry(url, settings).versions(result.entry.name)
+        current = ctx.open_registry(url).versions(result.entry.name)
     except (RegistryError, EnvNotFoundError):
         return result
-    entry = Cache(settings.cache).learn_yank(result.entry, current)
+    entry = Cache(ctx.settings.cache).learn_yank(result.entry, current)
     return replace(result, entry=entry, warning=select_version([entry], parsed)[1])

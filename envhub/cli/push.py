@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from envhub.cli._common import json_option, registry_context, registry_option
+from envhub.cli._common import app_context, json_option, registry_option
 
 
 @click.command()
@@ -22,10 +22,9 @@ def push(path: Path, registry: str | None, as_json: bool) -> None:
     hf:// they go to a private companion repo <namespace>/<name>-heldout.
     """
     from envhub.hub import push as do_push
-    from envhub.registry import open_registry
-
-    settings, config, url = registry_context(registry)
-    result = do_push(path, open_registry(url, settings), heldout_url=config.heldout_url())
+    ctx = app_context()
+    url = ctx.registry_url(registry)
+    result = do_push(path, ctx.open_registry(url), heldout_url=ctx.registry_config.heldout_url(), plugins=ctx.plugins)
     entry = result.publish.entry
     if as_json:
         from envhub.cli._output import emit_json

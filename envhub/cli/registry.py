@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from envhub.cli._common import json_option, registry_context, registry_option
+from envhub.cli._common import app_context, json_option, registry_option
 from envhub.cli._output import echo
 
 
@@ -15,10 +15,10 @@ from envhub.cli._output import echo
 def versions(name: str, registry: str | None, as_json: bool) -> None:
     """List every published version of NAME, yanked ones marked."""
     from envhub.ids import parse_name
-    from envhub.registry import open_registry
 
-    settings, _, url = registry_context(registry)
-    entries = open_registry(url, settings).versions(str(parse_name(name)))
+    ctx = app_context()
+    url = ctx.registry_url(registry)
+    entries = ctx.open_registry(url).versions(str(parse_name(name)))
     if as_json:
         from envhub.cli._output import emit_json
 
@@ -36,10 +36,10 @@ def versions(name: str, registry: str | None, as_json: bool) -> None:
 @json_option
 def search(query: str, tag: str | None, registry: str | None, as_json: bool) -> None:
     """Find environments whose name, description or tags contain QUERY."""
-    from envhub.registry import open_registry
 
-    settings, _, url = registry_context(registry)
-    hits = open_registry(url, settings).search(query, tag=tag)
+    ctx = app_context()
+    url = ctx.registry_url(registry)
+    hits = ctx.open_registry(url).search(query, tag=tag)
     if as_json:
         from envhub.cli._output import emit_json
 
@@ -62,13 +62,13 @@ def yank(ref: str, reason: str, registry: str | None, as_json: bool) -> None:
     fetch it, with a warning."""
     from envhub.errors import UsageError
     from envhub.ids import parse_ref
-    from envhub.registry import open_registry
 
     parsed = parse_ref(ref)
     if parsed.pinned is None:
         raise UsageError(f"yank needs one version, e.g. '{parsed.name}@1.0.0', not {ref!r}")
-    settings, _, url = registry_context(registry)
-    entry = open_registry(url, settings).yank(str(parsed.name), str(parsed.pinned), reason)
+    ctx = app_context()
+    url = ctx.registry_url(registry)
+    entry = ctx.open_registry(url).yank(str(parsed.name), str(parsed.pinned), reason)
     if as_json:
         from envhub.cli._output import emit_json
 

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from envhub.cli._common import registry_option
 from envhub.errors import ExitCode
 from envhub.tasks import DEFAULT_MAX_LINE_BYTES
+
+if TYPE_CHECKING:
+    from envhub.bundle import BundleCheck
+    from envhub.context import Context
+    from envhub.problems import Problem
 
 
 @click.command()
@@ -65,17 +71,19 @@ def validate(ctx: click.Context, paths: tuple[Path, ...], fmt: str, strict: bool
     2 errors found.
     """
     from envhub.bundle import validate_bundle
+    from envhub.cli._common import app_context
 
+    context = app_context()
     if as_files:
         paths = _bundles_holding(paths)
     elif not paths:
         paths = (Path("."),)
-    checks = [validate_bundle(p, max_line_bytes=max_line_bytes) for p in paths]
+    checks = [validate_bundle(p, max_line_bytes=max_line_bytes, plugins=context.plugins) for p in paths]
     static_errors = sum(p.severity == "error" for c in checks for p in c.problems)
     if check:
         for c in checks:
             if c.manifest is not None and not any(p.severity == "error" for p in c.problems):
-                c.problems.extend(_self_test(c, trust=trust, limit=check_limit))
+                c.problems.extend(_self_test(c, context, trust=trust, limit=check_limit))
     compared: dict[Path, dict[str, object]] = {}
     if against is not None and against != "newest":
         from envhub.ids import parse_ref
@@ -84,7 +92,7 @@ def validate(ctx: click.Context, paths: tuple[Path, ...], fmt: str, strict: bool
     if against is not None:
         for c in checks:
             if c.manifest is not None and not any(p.severity == "error" for p in c.problems):
-                c.problems.extend(_against(c, against, registry=registry, trust=trust, compared=compared))
+                c.problems.extend(_against(c, against, context, registry=registry, trust=trust, compared=compared))
     problems = [p for c in checks for p in c.problems]
     errors = sum(p.severity == "error" for p in problems)
     warnings = len(problems) - errors
@@ -131,17 +139,16 @@ def _bundles_holding(files: tuple[Path, ...]) -> tuple[Path, ...]:
     return tuple(bundles)
 
 
-def _self_test(check, *, trust: bool, limit: int | None) -> list:  # type: ignore[no-untyped-def]
+def _self_test(check: BundleCheck, context: Context, *, trust: bool, limit: int | None) -> list[Problem]:
     """The --check problems of one statically valid bundle."""
+    from envhub._load import load
     from envhub.errors import EnvhubError
     from envhub.problems import Problem
-    from envhub.runtime import load
-    from envhub.runtime import self_test
-    from envhub.runtime import check_recorded
+    from envhub.runtime import check_recorded, self_test
 
     manifest_file = str(check.path / "envhub.toml")
     try:
-        env = load(check.path, trust_code=trust)
+        env = load(check.path, context=context, trust_code=trust)
     except EnvhubError as e:
         return [Problem("error", "check-load", f"cannot load the environment for --check: {e.message}",
                         file=manifest_file, hint=e.hint)]
@@ -152,20 +159,20 @@ def _self_test(check, *, trust: bool, limit: int | None) -> list:  # type: ignor
     return [*result.problems, *golden]
 
 
-def _against(check, ref: str, *, registry: str | None, trust: bool,  # type: ignore[no-untyped-def]
-             compared: dict[Path, dict[str, object]]) -> list:
+def _against(check: BundleCheck, ref: str, context: Context, *, registry: str | None, trust: bool,
+             compared: dict[Path, dict[str, object]]) -> list[Problem]:
     """The --against problems of one statically valid bundle; what was replayed goes into
     ``compared`` under the bundle's path."""
     from envhub.errors import EnvhubError, EnvNotFoundError
     from envhub.problems import Problem
-    from envhub.runtime import load
+    from envhub._load import load
     from envhub.runtime import compare
 
     manifest_file = str(check.path / "envhub.toml")
     name = check.manifest.environment.name
     target = name if ref == "newest" else ref
     try:
-        old = load(target, trust_code=trust, registry=registry, locked=False)
+        old = load(target, context=context, trust_code=trust, registry=registry, locked=False)
     except EnvNotFoundError:
         if ref == "newest":  # never published: nothing to be comparable with
             compared[check.path] = {"against": None, "compared": 0, "changed": 0, "skipped": 0}
@@ -176,7 +183,7 @@ def _against(check, ref: str, *, registry: str | None, trust: bool,  # type: ign
                         file=manifest_file, hint=e.hint)]
     with old:
         try:
-            new = load(check.path, trust_code=trust)
+            new = load(check.path, context=context, trust_code=trust)
         except EnvhubError as e:
             return [Problem("error", "against-load", f"cannot load the environment for --against: {e.message}",
                             file=manifest_file, hint=e.hint)]

@@ -12,13 +12,16 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envhub.errors import BundleError, EnvNotFoundError
 from envhub.manifest import Manifest
 from envhub.runtime._environment import Environment, SplitInfo, bundle_digest, provenance
 from envhub.runtime._episode import Episode
 from envhub.runtime._types import Message, Score, Task, Trajectory
+
+if TYPE_CHECKING:
+    from envhub.plugins import PluginManager
 
 __all__ = ["CompositeEnvironment", "apportion", "interleave"]
 
@@ -52,8 +55,10 @@ class CompositeEnvironment:
     """A loaded composite environment: the same interface as :class:`Environment`, with
     each task routed to the child it came from. Make one with :func:`envhub.load`."""
 
-    def __init__(self, manifest: Manifest, root: Path, children: Mapping[str, Environment], *,
-                 digest: str | None = None, source: str | None = None, locator: str | None = None) -> None:
+    def __init__(self, manifest: Manifest, root: Path, children: Mapping[str, Environment | CompositeEnvironment], *,
+                 plugins: PluginManager, digest: str | None = None, source: str | None = None,
+                 locator: str | None = None) -> None:
+        self._plugins = plugins
         self.manifest = manifest
         self.root = root
         self.children = dict(children)
@@ -178,7 +183,7 @@ class CompositeEnvironment:
     @property
     def digest(self) -> str:
         if self._digest is None:
-            self._digest = bundle_digest(self.root)
+            self._digest = bundle_digest(self.root, self._plugins)
         return self._digest
 
     def provenance(self) -> dict[str, Any]:

@@ -185,7 +185,7 @@ class Environment:
         """The public archive's digest: the registry's for a pulled environment; for a
         directory, the digest ``envhub push`` would publish (computed once, by building)."""
         if self._digest is None:
-            self._digest = bundle_digest(self.root)
+            self._digest = bundle_digest(self.root, self._plugins)
         return self._digest
 
     def provenance(self) -> dict[str, Any]:
@@ -253,14 +253,14 @@ def _protocol(plugins: PluginManager, name: str) -> HarnessProtocol:
     return found  # type: ignore[no-any-return]
 
 
-def bundle_digest(root: Path) -> str:
+def bundle_digest(root: Path, plugins: PluginManager) -> str:
     """The digest ``envhub push`` would publish for the bundle at ``root`` (by building it)."""
     import tempfile
 
     from envhub.bundle import build_bundle
 
     with tempfile.TemporaryDirectory(prefix="envhub-digest-") as out:
-        return build_bundle(root, out).public.digest
+        return build_bundle(root, out, plugins=plugins).public.digest
 
 
 def provenance(env: Any) -> dict[str, Any]:

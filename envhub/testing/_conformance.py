@@ -23,9 +23,9 @@ from envhub.problems import Problem
 
 if TYPE_CHECKING:
     from envhub.bundle import BundleCheck, SplitFacts
+    from envhub.context import Context
     from envhub.manifest import Split
-    from envhub.runtime import Environment
-    from envhub.runtime import CheckResult
+    from envhub.runtime import CheckResult, Environment
 
 __all__ = ["CHECKS", "Conformance", "Outcome"]
 
@@ -82,11 +82,16 @@ class Conformance:
     ``display`` is the bundle directory as the user knows it (problems name files under
     it); ``trust`` lets the environment's own code run (the dynamic checks need it when
     the bundle has code); ``limit`` caps the tasks the self-test plays per split;
-    ``trust_hint`` says how to trust, in the words of the caller (a pytest option).
+    ``trust_hint`` says how to trust, in the words of the caller (a pytest option);
+    ``context`` gives the settings and plugins (default: :meth:`Context.create` of the
+    current environment).
     """
 
     def __init__(self, root: str | os.PathLike[str], *, display: str | None = None, trust: bool = False,
-                 limit: int | None = None, trust_hint: str | None = None) -> None:
+                 limit: int | None = None, trust_hint: str | None = None, context: Context | None = None) -> None:
+        from envhub.context import Context
+
+        self.context = context if context is not None else Context.create()
         self.root = Path(root)
         if display is None or not _same_directory(Path(display), self.root):
             display = os.fspath(root)
@@ -106,7 +111,7 @@ class Conformance:
         """``envhub validate`` of the bundle."""
         from envhub.bundle import validate_bundle
 
-        return validate_bundle(Path(self.display))
+        return validate_bundle(Path(self.display), plugins=self.context.plugins)
 
     @cached_property
     def name(self) -> str | None:
@@ -114,7 +119,7 @@ class Conformance:
         from envhub.manifest import MANIFEST_FILENAME, parse_manifest
 
         try:
-            manifest, _ = parse_manifest((self.root / MANIFEST_FILENAME).read_bytes())
+            manifest, _ = parse_manifest((self.root / MANIFEST_FILENAME).read_bytes(), plugins=self.context.plugins)
         except OSError:
             return None
         return manifest.environment.name if manifest is not None else None
@@ -134,10 +139,10 @@ class Conformance:
     def environment(self) -> Environment | Problem:
         """The loaded environment, or the problem that stopped it loading."""
         from envhub.errors import EnvhubError, TrustError
-        from envhub.runtime import load
+        from envhub._load import load
 
         try:
-            return load(self.root, trust_code=self.trust)
+            return load(self.root, context=self.context, trust_code=self.trust)
         except TrustError as e:
             return Problem("error", "check-load", f"cannot load the environment: {e.message}",
                            file=self.manifest_file, hint=self.trust_hint or e.hint)
@@ -261,7 +266,7 @@ class Conformance:
 
         facts = {s.name: s for s in self.static.splits}
         with tempfile.TemporaryDirectory(prefix="envhub-conformance-") as out:
-            built = build_bundle(self.root, out)
+            built = build_bundle(self.root, out, plugins=self.context.plugins)
             return _verdict(list(self._leaks(built.public.path, held, facts)))
 
     def _leaks(self, archive: Path, held: dict[str, Split], facts: dict[str, SplitFacts]) -> Iterator[Problem]:

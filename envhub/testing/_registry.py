@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from envhub.context import Context
     from envhub.registry import Registry, VersionEntry
 
 __all__ = ["TemporaryRegistry"]
@@ -19,8 +20,10 @@ class TemporaryRegistry:
     :func:`envhub.load`) use it; the ``envhub_registry`` fixture sets them for one test.
     """
 
-    def __init__(self, directory: str | os.PathLike[str]) -> None:
+    def __init__(self, directory: str | os.PathLike[str], *, context: Context | None = None) -> None:
         directory = Path(directory)
+        #: Gives the plugins that open the registry (default: a context made on first use).
+        self._context = context
         #: The registry itself: a plain directory, as ``envhub push --registry DIR`` makes.
         self.path = directory / "registry"
         #: Where held-out archives of pushed bundles go (never into the registry).
@@ -41,9 +44,16 @@ class TemporaryRegistry:
 
     def open(self) -> Registry:
         """The registry, to list, read or yank what was pushed."""
-        from envhub.registry import open_registry
+        return self.context.open_registry(self.url)
 
-        return open_registry(self.url)
+    @property
+    def context(self) -> Context:
+        """The context the registry is opened and pushed to with."""
+        if self._context is None:
+            from envhub.context import Context
+
+            self._context = Context.create()
+        return self._context
 
     def push(self, bundle: str | os.PathLike[str]) -> VersionEntry:
         """Build the bundle directory ``bundle`` and publish it here, as ``envhub push`` does
@@ -56,7 +66,8 @@ class TemporaryRegistry:
         """
         from envhub.hub import push
 
-        return push(Path(bundle), self.open(), heldout_url=str(self.heldout_path)).publish.entry
+        return push(Path(bundle), self.open(), heldout_url=str(self.heldout_path),
+                    plugins=self.context.plugins).publish.entry
 
     def __repr__(self) -> str:
         return f"TemporaryRegistry({self.url!r})"

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 if TYPE_CHECKING:
+    from envhub.context import Context
     from envhub.runtime import Environment
     from envhub.testing import Conformance, TemporaryRegistry
 
@@ -229,21 +230,29 @@ def _display(path: Path, config: pytest.Config) -> str:
         return str(path)
 
 
-def _trust_hint(name: str | None) -> str:
-    from envhub.settings import load_settings
-
+def _trust_hint(name: str | None, context: Context) -> str:
     namespace = (name or "NAMESPACE/NAME").split("/")[0]
     return (f"run pytest with --envhub-trust, or set envhub_trust = true in the pytest configuration, or add "
-            f"\"{namespace}\" to trusted-namespaces in {load_settings().config_file}; only trust code you have "
+            f"\"{namespace}\" to trusted-namespaces in {context.settings.config_file}; only trust code you have "
             "read or whose author you trust")
+
+
+def _context() -> Context:
+    """A context for one bundle's checks or one fixture, read from the environment as the
+    test sees it (a test may point ENVHUB_* elsewhere)."""
+    from envhub.context import Context
+
+    return Context.create()
 
 
 def _conformance(root: Path, config: pytest.Config) -> Conformance:
     from envhub.testing import Conformance
 
     options = config.stash[_OPTIONS]
-    conformance = Conformance(root, display=_display(root, config), trust=options.trust, limit=options.limit)
-    conformance.trust_hint = _trust_hint(conformance.name)
+    context = _context()
+    conformance = Conformance(root, display=_display(root, config), trust=options.trust, limit=options.limit,
+                              context=context)
+    conformance.trust_hint = _trust_hint(conformance.name, context)
     return conformance
 
 
@@ -368,15 +377,16 @@ def envhub_bundle_path(request: pytest.FixtureRequest) -> Path:
 def envhub_env(envhub_bundle_path: Path, request: pytest.FixtureRequest) -> Iterator[Environment]:
     """The environment under test (:func:`envhub.load` of ``envhub_bundle_path``), closed
     after the test. Its code runs only when trusted, as for the conformance tests."""
+    from envhub._load import load
     from envhub.errors import EnvhubError, TrustError
-    from envhub.runtime import load
 
     trust = request.config.stash[_OPTIONS].trust
+    context = _context()
     try:
-        env = load(envhub_bundle_path, trust_code=trust)
+        env = load(envhub_bundle_path, context=context, trust_code=trust)
     except TrustError as e:
         name = _conformance(envhub_bundle_path, request.config).name
-        pytest.fail(f"envhub_env: cannot load {envhub_bundle_path}: {e.message}\n  hint: {_trust_hint(name)}",
+        pytest.fail(f"envhub_env: cannot load {envhub_bundle_path}: {e.message}\n  hint: {_trust_hint(name, context)}",
                     pytrace=False)
     except EnvhubError as e:
         pytest.fail(f"envhub_env: cannot load {envhub_bundle_path}: {e}", pytrace=False)
