@@ -6,10 +6,15 @@ from pathlib import Path
 
 import click
 
-from envhub.cli._common import offline_option, registry_option
+from envhub.cli._common import app_context, offline_option, registry_option
 from envhub.cli._output import echo, printable
 from envhub.cli.eval import trust_option
 from envhub.errors import UsageError
+
+#: How to get envhub-registry. It is not on a package index yet: it installs from a checkout
+#: of the envhub repository, where it is the registry/ directory.
+REGISTRY_HINT = ("install it from a checkout of the envhub repository: pip install ./registry "
+                 "(it is not published on a package index yet)")
 
 
 @click.command("serve")
@@ -49,25 +54,21 @@ def serve(ctx: click.Context, targets: tuple[str, ...], host: str | None, port: 
     The base URL is printed on stdout once the server accepts connections; Ctrl+C stops it.
     """
     try:
-        import envhub_registry  # noqa: F401
+        import envhub_registry
     except ImportError:
         raise UsageError("envhub serve needs the envhub-registry distribution, which is not installed",
-                         hint="pip install envhub-registry (in a checkout of envhub: python3 dev.py setup)") from None
-    from envhub_registry._config import load_config
-    from envhub_registry._serve import configure_logging, load_environments
-    from envhub_registry._serve import serve as run_server
+                         hint=REGISTRY_HINT) from None
 
-    from envhub.settings import load_settings
-
-    configure_logging((ctx.find_root().obj or {}).get("verbosity", 0), clean=printable)
-    settings = load_settings()
-    config = load_config(config_file, settings).with_overrides(
+    envhub_registry.configure_logging((ctx.find_root().obj or {}).get("verbosity", 0), clean=printable)
+    context = app_context()
+    settings = context.settings
+    config = envhub_registry.load_config(config_file, settings).with_overrides(
         host=host, port=port, trust=trust or None, require_token=require_token, max_episodes=max_episodes,
         idle_timeout_s=idle_timeout_s, episode_timeout_s=episode_timeout_s, max_body_bytes=max_body_bytes)
     config.check()
     refs = [*config.environments, *targets]
-    envs = load_environments(refs, trust=config.trust, registry=registry, offline=offline or settings.offline,
-                             settings=settings)
+    envs = envhub_registry.load_environments(refs, context=context, trust=config.trust, registry=registry,
+                                             offline=offline or settings.offline)
 
     def ready(base_url: str) -> None:
         for env in envs:
@@ -77,4 +78,4 @@ def serve(ctx: click.Context, targets: tuple[str, ...], host: str | None, port: 
         for env in envs:
             echo(f"  {env.name}: {base_url}/v1/environments/{env.name} describes it", err=True)
 
-    run_server(envs, config, access_log=access_log, on_ready=ready)
+    envhub_registry.serve(envs, config, access_log=access_log, on_ready=ready)

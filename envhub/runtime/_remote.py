@@ -7,7 +7,7 @@ A :class:`RemoteEnvironment` offers what an :class:`~envhub.runtime.Environment`
 observation, the reward and ``done``. The server keeps held-out answers: a held-out task
 here holds only what the model sees, and its score comes back without a breakdown.
 
-The protocol is spec/serve.md. Requests that cannot have changed anything on the server are
+The protocol is spec/serve.md, its messages :mod:`envhub.runtime.served`. Requests that cannot have changed anything on the server are
 retried (connection failures, 429, 503); a step whose request reached the server is not, so
 a turn is never taken twice.
 """
@@ -17,8 +17,8 @@ from __future__ import annotations
 import asyncio
 import random
 import time
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, overload
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar, overload
 from urllib.parse import quote, unquote, urlsplit
 
 import httpx2
@@ -31,12 +31,27 @@ from envhub.manifest import Manifest
 from envhub.runtime._chat import _ssl_context  # one CA bundle load per process, shared with ChatClient
 from envhub.runtime._environment import Environment, SplitInfo
 from envhub.runtime._types import Action, Message, Observation, Score, StepResult, Task, Trajectory, as_assistant_message
+from envhub.runtime.served import (
+    MAX_PAGE,
+    PREFIX,
+    CreateEpisodeRequest,
+    EnvironmentDetail,
+    EpisodeCreated,
+    ErrorBody,
+    ProtocolError,
+    ScoreRequest,
+    ScoreView,
+    StepRequest,
+    StepView,
+    TaskPage,
+    TaskView,
+)
 from envhub.settings import Settings
 
 __all__ = ["RemoteEnvironment", "RemoteEpisode", "RemoteError", "load_remote"]
 
 #: Tasks per page (the server's maximum).
-PAGE = 1000
+PAGE = MAX_PAGE
 #: Retry statuses: the server did nothing (too many open episodes; unavailable).
 _RETRY_STATUSES = frozenset({429, 503})
 _MAX_RETRY_AFTER_S = 30.0
@@ -76,13 +91,13 @@ def load_remote(url: str, *, settings: Settings, token: str | None = None, max_c
     base, ref = _parse_url(url)
     http = _Http(base, token if token is not None else settings.serve_token, max_connections=max_connections,
                  max_retries=max_retries, timeout_s=timeout_s, busy_wait_s=busy_wait_s)
-    path = f"/v1/environments/{ref.name}"
+    path = f"{PREFIX}/environments/{ref.name}"
     try:
-        detail = http.request("GET", path)
+        detail = _decoded(EnvironmentDetail.from_json, http.request("GET", path), f"{base}{path}")
     except BaseException:
         http.close()
         raise
-    version = str(detail.get("version"))
+    version = detail.version
     if (ref.version is not None or ref.specifier is not None) and not ref.accepts(version):
         http.close()
         wanted = f"@{ref.version}" if ref.version is not None else str(ref.specifier)
@@ -112,21 +127,21 @@ def _parse_url(url: str) -> tuple[str, Any]:
 class RemoteEnvironment:
     """An environment run by a server. Made by :func:`envhub.load` for an ``http(s)://`` URL."""
 
-    def __init__(self, url: str, path: str, detail: Mapping[str, Any], http: _Http) -> None:
+    def __init__(self, url: str, path: str, detail: EnvironmentDetail, http: _Http) -> None:
         self.url = url
         self._path = path
         self._http = http
-        self.name: str = detail["name"]
-        self.version: str = detail["version"]
-        self.score_version: int = detail["score_version"]
-        self.digest: str = detail["digest"]
-        self.max_turns: int = detail["max_turns"]
-        self.tool_specs: list[dict[str, Any]] = list(detail.get("tools") or [])
-        self.server_provenance: dict[str, Any] = dict(detail.get("provenance") or {})
+        self.name: str = detail.name
+        self.version: str = detail.version
+        self.score_version: int = detail.score_version
+        self.digest: str = detail.digest
+        self.max_turns: int = detail.max_turns
+        self.tool_specs: list[dict[str, Any]] = list(detail.tools)
+        self.server_provenance: dict[str, Any] = dict(detail.provenance)
         self.source = url
-        self.manifest: Manifest = _manifest(detail.get("manifest"), url)
-        self._splits = {s["name"]: SplitInfo(s["name"], bool(s["held_out"]), bool(s["available"]), s.get("rows"),
-                                             bool(s.get("generated"))) for s in detail.get("splits", [])}
+        self.manifest: Manifest = _manifest(detail.manifest, url)
+        self._splits = {s.name: SplitInfo(s.name, s.held_out, s.available, s.rows, s.generated)
+                        for s in detail.splits}
         self.policy_model: str | None = None
         self._force_self_judge = False
         self._background: set[asyncio.Task[Any]] = set()
@@ -150,8 +165,9 @@ class RemoteEnvironment:
     def task(self, split: str, task_id: str) -> Task:
         """One task by id; :class:`EnvNotFoundError` if there is none."""
         self._split(split)
-        data = self._http.request("GET", f"{self._path}/splits/{quote(split, safe='')}/tasks/{quote(task_id, safe='')}")
-        return self._task(data["task"])
+        path = f"{self._path}/splits/{quote(split, safe='')}/tasks/{quote(task_id, safe='')}"
+        data = self._http.request("GET", path)
+        return self._task(_decoded(TaskView.from_json, data.get("task"), self.url))
 
     def _split(self, split: str) -> SplitInfo:
         info = self._splits.get(split)
@@ -160,24 +176,19 @@ class RemoteEnvironment:
             raise EnvNotFoundError(f"{self.name} has no split {split!r} (splits: {known})", hint=f"pass one of: {known}")
         return info
 
-    def _page(self, split: str, seed: int | None, limit: int | None, offset: int) -> dict[str, Any]:
+    def _page(self, split: str, seed: int | None, limit: int | None, offset: int) -> TaskPage:
         params: dict[str, Any] = {"offset": offset, "size": PAGE}
         if seed is not None:
             params["seed"] = seed
         if limit is not None:
             params["limit"] = limit
-        return self._http.request("GET", f"{self._path}/splits/{quote(split, safe='')}/tasks", params=params)
+        data = self._http.request("GET", f"{self._path}/splits/{quote(split, safe='')}/tasks", params=params)
+        return _decoded(TaskPage.from_json, data, self.url)
 
-    def _task(self, view: Mapping[str, Any]) -> Task:
-        prompt = view.get("prompt")
-        data = view.get("data")
-        if data is None:  # a held-out task: what the model sees, under the manifest's field names
-            spec = self.manifest.tasks
-            data = {spec.id_field: view["id"], spec.prompt_field: prompt}
-            if spec.difficulty_field and view.get("difficulty") is not None:
-                data[spec.difficulty_field] = view["difficulty"]
-        return Task(str(view["id"]), view["split"], data, int(view.get("index") or 0),
-                    prompt if isinstance(prompt, str) else "", view.get("difficulty"), view.get("seed"))
+    def _task(self, view: TaskView) -> Task:
+        spec = self.manifest.tasks  # a held-out task's row: what the model sees, under the manifest's names
+        return view.to_task(id_field=spec.id_field, prompt_field=spec.prompt_field,
+                            difficulty_field=spec.difficulty_field)
 
     # -- episodes and scores ------------------------------------------------------------
 
@@ -189,28 +200,23 @@ class RemoteEnvironment:
               state: Any = None) -> Score:
         """The server's score of a completion or trajectory (the answer stays on the server;
         on a held-out split the score has no breakdown)."""
-        return _score(self._http.request("POST", f"{self._path}/score", self._score_body(task, completion_or_trajectory)))
+        data = self._http.request("POST", f"{self._path}/score", self._score_body(task, completion_or_trajectory))
+        return _decoded(ScoreView.from_json, data, self.url).to_score()
 
     async def ascore(self, task: Task, completion_or_trajectory: str | Sequence[Message] | Trajectory, *,
                      state: Any = None) -> Score:
         body = self._score_body(task, completion_or_trajectory)
-        return _score(await self._http.arequest("POST", f"{self._path}/score", body))
+        data = await self._http.arequest("POST", f"{self._path}/score", body)
+        return _decoded(ScoreView.from_json, data, self.url).to_score()
 
     def _score_body(self, task: Task, value: str | Sequence[Message] | Trajectory) -> dict[str, Any]:
-        body: dict[str, Any] = {"split": task.split, "task_id": task.id, **self._judge()}
         if isinstance(value, str):
-            body["completion"] = value
-        else:
-            body["messages"] = Trajectory.of(value).messages
-        return body
+            return ScoreRequest.model_construct(split=task.split, task_id=task.id, completion=value, **self._judge()).to_json()
+        return ScoreRequest.model_construct(split=task.split, task_id=task.id, messages=Trajectory.of(value).messages,
+                            **self._judge()).to_json()
 
     def _judge(self) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        if self.policy_model is not None:
-            out["policy_model"] = self.policy_model
-        if self._force_self_judge:
-            out["force_self_judge"] = True
-        return out
+        return {"policy_model": self.policy_model, "force_self_judge": self._force_self_judge}
 
     def use_policy_model(self, model: str | None, *, force_self_judge: bool = False) -> None:
         """Tell the server's verifier which model the policy is (sent with each episode and
@@ -272,8 +278,8 @@ class _RemoteTasks(Sequence[Task]):
         self._seed = seed
         self._limit = limit
         first = env._page(split, seed, limit, 0)
-        self._total = int(first["total"])
-        self._pages: dict[int, list[Task]] = {0: [env._task(v) for v in first["tasks"]]}
+        self._total = first.total
+        self._pages: dict[int, list[Task]] = {0: [env._task(v) for v in first.tasks]}
 
     def __len__(self) -> int:
         return self._total
@@ -282,7 +288,7 @@ class _RemoteTasks(Sequence[Task]):
         page = self._pages.get(number)
         if page is None:
             data = self._env._page(self._split, self._seed, self._limit, number * PAGE)
-            page = self._pages[number] = [self._env._task(v) for v in data["tasks"]]
+            page = self._pages[number] = [self._env._task(v) for v in data.tasks]
         return page
 
     @overload
@@ -332,8 +338,7 @@ class RemoteEpisode:
         episode is done, :class:`TypeError` for an action that is not a string or an
         assistant message, and :class:`RemoteError` when the server refuses or fails."""
         path = self._step_path()
-        return self._stepped(self.env._http.request("POST", path, {"action": as_assistant_message(action)},
-                                                    idempotent=False))
+        return self._stepped(self.env._http.request("POST", path, _step_body(action), idempotent=False))
 
     # -- the async API ------------------------------------------------------------------
 
@@ -343,8 +348,7 @@ class RemoteEpisode:
 
     async def astep(self, action: Action) -> StepResult:
         path = self._step_path()
-        return self._stepped(await self.env._http.arequest("POST", path, {"action": as_assistant_message(action)},
-                                                           idempotent=False))
+        return self._stepped(await self.env._http.arequest("POST", path, _step_body(action), idempotent=False))
 
     async def __aenter__(self) -> RemoteEpisode:
         return self
@@ -399,16 +403,16 @@ class RemoteEpisode:
         task = self.task
         info = self.env._splits.get(task.split)
         # A generated task is found by index at once; by id, the server would generate the split to find it.
-        body: dict[str, Any] = ({"split": task.split, "index": task.index} if info is not None and info.generated
-                                else {"split": task.split, "task_id": task.id})
-        if self.seed is not None:
-            body["seed"] = self.seed
-        body.update(self.env._judge())
-        return body
+        if info is not None and info.generated:
+            body = CreateEpisodeRequest.model_construct(split=task.split, index=task.index, seed=self.seed, **self.env._judge())
+        else:
+            body = CreateEpisodeRequest.model_construct(split=task.split, task_id=task.id, seed=self.seed, **self.env._judge())
+        return body.to_json()
 
     def _started(self, data: Mapping[str, Any]) -> Observation:
-        self.id = data["episode_id"]
-        self._observation = _observation(data["observation"])
+        created = _decoded(EpisodeCreated.from_json, data, self.env.url)
+        self.id = created.episode_id
+        self._observation = created.observation
         self.messages = [dict(m) for m in self._observation.messages]
         self.turns = 0
         self.done = False
@@ -422,21 +426,20 @@ class RemoteEpisode:
             raise UsageError("the episode is done; reset() it or start a new one")
         if self.id is None:
             raise UsageError("call reset() before step()")
-        return f"/v1/episodes/{self.id}/step"
+        return f"{PREFIX}/episodes/{self.id}/step"
 
     def _stepped(self, data: Mapping[str, Any]) -> StepResult:
-        self._observation = _observation(data["observation"])
-        self.messages.extend(data.get("new_messages") or [])
-        self.turns = int(data["turns"])
-        self.truncated = bool(data.get("truncated"))
-        info = dict(data.get("info") or {})
-        self.tool_errors += len(info.get("tool_errors") or [])
-        reward = data.get("reward")
-        if data["done"]:
+        step = _decoded(StepView.from_json, data, self.env.url)
+        self._observation = step.observation
+        self.messages.extend(step.new_messages)
+        self.turns = step.turns
+        self.truncated = step.truncated
+        self.tool_errors += len(step.info.get("tool_errors") or [])
+        if step.done:
             self.done = True
             self.id = None  # the server closes an episode when it ends
-            self.score = Score(float(reward or 0.0), dict(info.get("breakdown") or {}), info.get("error"))
-        return StepResult(self._observation, reward, bool(data["done"]), info)
+            self.score = step.score()
+        return StepResult(self._observation, step.reward, step.done, step.info)
 
     def _drop_sync(self) -> None:
         if self.id is not None:
@@ -449,12 +452,22 @@ class RemoteEpisode:
             await self.env._http.aclose_episode(episode_id)
 
 
-def _observation(data: Mapping[str, Any]) -> Observation:
-    return Observation(list(data.get("messages") or []), list(data.get("tools") or []))
+_T = TypeVar("_T")
 
 
-def _score(data: Mapping[str, Any]) -> Score:
-    return Score(float(data["reward"]), dict(data.get("breakdown") or {}), data.get("error"))
+def _decoded(decode: Callable[[Any], _T], data: Any, url: str) -> _T:
+    """``decode(data)``, a :class:`ProtocolError` naming the server's ``url`` if it is not
+    the message the protocol says."""
+    try:
+        return decode(data)
+    except ProtocolError as e:
+        raise ProtocolError(f"{url}: the server's answer is not what this envhub expects: {e.message}",
+                            hint=e.hint) from None
+
+
+def _step_body(action: Action) -> dict[str, Any]:
+    """The step request for ``action``; :class:`TypeError` for one that is not the assistant's."""
+    return StepRequest.model_construct(action=as_assistant_message(action)).to_json()
 
 
 def _manifest(text: Any, url: str) -> Manifest:
@@ -553,13 +566,13 @@ class _Http:
     def close_episode(self, episode_id: str) -> None:
         """Best effort: the server frees an episode nobody closes after its idle timeout."""
         try:
-            self.request("DELETE", f"/v1/episodes/{episode_id}")
+            self.request("DELETE", f"{PREFIX}/episodes/{episode_id}")
         except EnvhubError:
             pass
 
     async def aclose_episode(self, episode_id: str) -> None:
         try:
-            await self.arequest("DELETE", f"/v1/episodes/{episode_id}")
+            await self.arequest("DELETE", f"{PREFIX}/episodes/{episode_id}")
         except EnvhubError:
             pass
 
@@ -647,11 +660,13 @@ def _error(response: httpx2.Response, method: str, url: str) -> EnvhubError:
     """The envhub error for a refusal: 404 not found, 400 and 413 bad input, others RemoteError."""
     status = response.status_code
     try:
-        error = orjson.loads(response.content)["error"]
-        message, hint, code = str(error["message"]), error.get("hint"), error.get("code")
-    except (orjson.JSONDecodeError, KeyError, TypeError):
-        message, hint, code = f"{method} {url} answered {status}: {response.text[:200]!r}", None, None
-        return RemoteError(message, hint="check that the URL points at an 'envhub serve' server", status=status)
+        error = ErrorBody.from_json(orjson.loads(response.content), status)
+    except orjson.JSONDecodeError:
+        error = None
+    if error is None:
+        return RemoteError(f"{method} {url} answered {status}: {response.text[:200]!r}",
+                           hint="check that the URL points at an 'envhub serve' server", status=status)
+    message, hint, code = error.message, error.hint, error.code or None
     if status == 404 and code != "no-such-route":
         return EnvNotFoundError(message, hint=hint)
     if status in (400, 413):

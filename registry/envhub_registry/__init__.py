@@ -11,6 +11,7 @@ __version__ = "0.1.0"
 
 from envhub_registry._app import create_app
 from envhub_registry._config import ServeConfig, load_config
-from envhub_registry._serve import serve
+from envhub_registry._serve import configure_logging, load_environments, serve
 
-__all__ = ["ServeConfig", "__version__", "create_app", "load_config", "serve"]
+__all__ = ["ServeConfig", "__version__", "configure_logging", "create_app", "load_config", "load_environments",
+           "serve"]

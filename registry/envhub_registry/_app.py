@@ -12,82 +12,48 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.routing import Route
 
-from envhub._version import __version__ as envhub_version
+from envhub import __version__ as envhub_version
 from envhub.errors import EnvhubError, UsageError
-from envhub.runtime import Environment
-from envhub.runtime import as_assistant_message
+from envhub.runtime import Environment, as_assistant_message
+from envhub.runtime.served import (
+    MAX_INT,
+    MAX_PAGE,
+    MIN_INT,
+    PREFIX,
+    CreateEpisodeRequest,
+    EpisodeCreated,
+    EpisodeStatus,
+    ScoreRequest,
+    ScoreView,
+    StepRequest,
+    StepView,
+    TaskPage,
+)
 
 from envhub_registry._auth import Auth
 from envhub_registry._config import ServeConfig
 from envhub_registry._errors import ApiError, JSONResponse, error_response, from_envhub_error
-from envhub_registry._served import Served, failed_step_view, observation_view, score_view, step_view
+from envhub_registry._served import Served
 from envhub_registry._sessions import Session, Sessions
 
 __all__ = ["create_app"]
 
 log = logging.getLogger("envhub_registry")
 
-#: Most tasks in one page of GET .../tasks.
-MAX_PAGE = 1000
-#: The largest integer a query parameter or body field may hold: a 64-bit signed integer,
-#: which JSON libraries read back exactly.
-MAX_QUERY_INT = 2**63 - 1
+
+_B = TypeVar("_B", bound=BaseModel)
 
 
-# --- request bodies ----------------------------------------------------------------------------
-
-
-class _Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class _JudgeContext(_Body):
-    #: The policy's model, so an llm-judge verifier refuses to grade its own model's answers.
-    policy_model: str | None = None
-    force_self_judge: bool = False
-
-
-class CreateEpisode(_JudgeContext):
-    split: str = Field(min_length=1)
-    task_id: str | None = None
-    index: int | None = Field(None, ge=0, le=MAX_QUERY_INT, strict=True)
-    seed: int | None = Field(None, ge=-(2**63), le=MAX_QUERY_INT, strict=True)
-
-    @model_validator(mode="after")
-    def _one_task(self) -> CreateEpisode:
-        if (self.task_id is None) == (self.index is None):
-            raise ValueError("give exactly one of task_id and index")
-        return self
-
-
-class StepBody(_Body):
-    #: The model's turn: its text, or an assistant message (with tool_calls).
-    action: str | dict[str, Any]
-
-
-class ScoreBody(_JudgeContext):
-    split: str = Field(min_length=1)
-    task_id: str
-    completion: str | None = None
-    messages: list[dict[str, Any]] | None = None
-
-    @model_validator(mode="after")
-    def _one_answer(self) -> ScoreBody:
-        if (self.completion is None) == (self.messages is None):
-            raise ValueError("give exactly one of completion (the assistant's text) and messages (a trajectory)")
-        return self
-
-
-async def _parse(request: Request, model: type[_Body]) -> Any:
+async def _parse(request: Request, model: type[_B]) -> _B:
     body = await request.body()
     if not body.strip():
         raise ApiError(400, "invalid-body", f"{request.method} {request.url.path} needs a JSON body",
@@ -106,7 +72,7 @@ async def _parse(request: Request, model: type[_Body]) -> Any:
 
 
 def _query_int(request: Request, name: str, default: int | None, *, minimum: int = 0,
-               maximum: int = MAX_QUERY_INT) -> int | None:
+               maximum: int = MAX_INT) -> int | None:
     """Query parameter ``name`` as an integer from ``minimum`` to ``maximum``, or ``default``
     when absent. Raises :class:`ApiError` 400 ``invalid-query`` otherwise."""
     text = request.query_params.get(name)
@@ -172,28 +138,28 @@ class _Api:
 
     async def environments(self, request: Request) -> JSONResponse:
         self.auth.check(request, held_out=False, what="listing environments")
-        return JSONResponse({"environments": [s.summary() for _, s in sorted(self.served.items())]})
+        return JSONResponse({"environments": [s.detail().summary_json() for _, s in sorted(self.served.items())]})
 
     async def environment(self, request: Request) -> JSONResponse:
         served = self._served(request)
         self.auth.check(request, held_out=False, what=served.name)
-        return JSONResponse(served.detail())
+        return JSONResponse(served.detail().to_json())
 
     async def tasks(self, request: Request) -> JSONResponse:
         served = self._served(request)
         split = request.path_params["split"]
         held_out = served.held_out(split)
         self.auth.check(request, held_out=held_out, what=f"split {split!r} of {served.name}")
-        seed = _query_int(request, "seed", None, minimum=-(2**63))
+        seed = _query_int(request, "seed", None, minimum=MIN_INT)
         limit = _query_int(request, "limit", None)
         offset = _query_int(request, "offset", 0)
         size = _query_int(request, "size", MAX_PAGE, minimum=1, maximum=MAX_PAGE)
         assert offset is not None and size is not None
         tasks = served.tasks(split, seed=seed, limit=limit)
         page = tasks[offset:offset + size]
-        return JSONResponse({"environment": served.name, "split": split, "held_out": held_out, "total": len(tasks),
-                             "offset": offset, "tasks": [served.task_view(t, held_out=held_out) for t in page],
-                             "tools": served.env.tool_specs})
+        return JSONResponse(TaskPage(served.name, split, held_out, len(tasks), offset,
+                                     [served.task_view(t, held_out=held_out) for t in page],
+                                     served.env.tool_specs).to_json())
 
     async def task(self, request: Request) -> JSONResponse:
         served = self._served(request)
@@ -201,12 +167,12 @@ class _Api:
         held_out = served.held_out(split)
         self.auth.check(request, held_out=held_out, what=f"split {split!r} of {served.name}")
         task = served.env.task(split, request.path_params["task_id"])
-        return JSONResponse({"environment": served.name, "task": served.task_view(task, held_out=held_out),
+        return JSONResponse({"environment": served.name, "task": served.task_view(task, held_out=held_out).to_json(),
                              "tools": served.env.tool_specs})
 
     async def create_episode(self, request: Request) -> JSONResponse:
         served = self._served(request)
-        body: CreateEpisode = await _parse(request, CreateEpisode)
+        body = await _parse(request, CreateEpisodeRequest)
         held_out = served.held_out(body.split)
         self.auth.check(request, held_out=held_out, what=f"split {body.split!r} of {served.name}")
         env = served.variant(body.policy_model, body.force_self_judge)
@@ -220,12 +186,10 @@ class _Api:
             self.sessions.close(session, "closed", "the environment failed to start it")
             raise self._environment_error(served, e, held_out, "starting the episode") from None
         limits = self.config.limits
-        return JSONResponse({
-            "episode_id": session.id, "environment": served.name, "split": task.split,
-            "task": served.task_view(task, held_out=held_out), "held_out": held_out,
-            "observation": observation_view(observation), "max_turns": env.max_turns,
-            "idle_timeout_s": limits.idle_timeout_s, "episode_timeout_s": limits.episode_timeout_s,
-        }, status_code=201)
+        return JSONResponse(EpisodeCreated(
+            session.id, served.name, task.split, served.task_view(task, held_out=held_out), held_out, observation,
+            env.max_turns, limits.idle_timeout_s, limits.episode_timeout_s,
+        ).to_json(), status_code=201)
 
     def _session(self, request: Request) -> Session:
         session = self.sessions.get(request.path_params["episode_id"])
@@ -237,16 +201,14 @@ class _Api:
         session = self._session(request)
         episode = session.episode
         now = time.monotonic()
-        return JSONResponse({
-            "episode_id": session.id, "environment": session.served.name, "split": episode.task.split,
-            "task_id": episode.task.id, "held_out": session.held_out, "turns": episode.turns, "done": episode.done,
-            "busy": session.busy, "observation": observation_view(episode.observation()),
-            "deadline_in_s": round(session.deadline - now, 3),
-        })
+        return JSONResponse(EpisodeStatus(
+            session.id, session.served.name, episode.task.split, episode.task.id, session.held_out, episode.turns,
+            episode.done, session.busy, episode.observation(), round(session.deadline - now, 3),
+        ).to_json())
 
     async def step(self, request: Request) -> JSONResponse:
         session = self._session(request)
-        body: StepBody = await _parse(request, StepBody)
+        body = await _parse(request, StepRequest)
         if session.busy:
             raise ApiError(409, "episode-busy", f"episode {session.id!r} is already taking a step",
                            hint="send one step at a time, and wait for each answer")
@@ -273,13 +235,13 @@ class _Api:
             # failure recorded as its error (as a rollout record records it), reward null.
             self.sessions.close(session, "done", "the environment failed in a step")
             failure = self._environment_error(session.served, e, session.held_out, "this step")
-            return JSONResponse(failed_step_view(episode.observation(), episode.messages[before:], failure.message,
-                                                 turns=episode.turns))
-        view = step_view(result, episode.messages[before:], turns=episode.turns, truncated=episode.truncated,
-                         held_out=session.held_out)
+            return JSONResponse(StepView.failed(episode.observation(), episode.messages[before:], failure.message,
+                                                turns=episode.turns).to_json())
+        view = StepView.of(result, episode.messages[before:], turns=episode.turns, truncated=episode.truncated,
+                           held_out=session.held_out)
         if result.done:
             self.sessions.close(session, "done", "it has ended")
-        return JSONResponse(view)
+        return JSONResponse(view.to_json())
 
     async def close_episode(self, request: Request) -> JSONResponse:
         episode_id = request.path_params["episode_id"]
@@ -294,7 +256,7 @@ class _Api:
 
     async def score(self, request: Request) -> JSONResponse:
         served = self._served(request)
-        body: ScoreBody = await _parse(request, ScoreBody)
+        body = await _parse(request, ScoreRequest)
         held_out = served.held_out(body.split)
         self.auth.check(request, held_out=held_out, what=f"split {body.split!r} of {served.name}")
         env = served.variant(body.policy_model, body.force_self_judge)
@@ -307,7 +269,7 @@ class _Api:
             raise ApiError(504, "score-timeout", f"scoring took longer than {self.config.limits.episode_timeout_s:g} s "
                                                  "(episode-timeout-s)") from None
         return JSONResponse({"environment": served.name, "split": body.split, "task_id": task.id,
-                             **score_view(score, held_out=held_out)})
+                             **ScoreView.of(score, held_out=held_out).to_json()})
 
     # -- errors --------------------------------------------------------------------------
 
@@ -358,7 +320,7 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
         return _too_large(request.app.state.max_body_bytes)
     if status == 404:
         return error_response(404, "no-such-route", f"no route {request.method} {request.url.path}",
-                              hint="the API lives under /v1/ (see spec/serve.md)")
+                              hint=f"the API lives under {PREFIX}/ (see spec/serve.md)")
     return error_response(status, _HTTP_CODES.get(status, "http-error"), f"{request.method} {request.url.path}: {exc.detail}",
                           headers=dict(exc.headers or {}))
 
@@ -422,18 +384,18 @@ def create_app(envs: Sequence[Environment], config: ServeConfig | None = None) -
     Raises :class:`UsageError` if two environments have the same name."""
     config = config or ServeConfig()
     api = _Api(envs, config)
-    env_path = "/v1/environments/{namespace}/{name}"
+    env_path = PREFIX + "/environments/{namespace}/{name}"
     routes = [
-        Route("/v1/health", api.health, methods=["GET"]),
-        Route("/v1/environments", api.environments, methods=["GET"]),
+        Route(PREFIX + "/health", api.health, methods=["GET"]),
+        Route(PREFIX + "/environments", api.environments, methods=["GET"]),
         Route(env_path, api.environment, methods=["GET"]),
         Route(env_path + "/splits/{split}/tasks", api.tasks, methods=["GET"]),
         Route(env_path + "/splits/{split}/tasks/{task_id:path}", api.task, methods=["GET"]),
         Route(env_path + "/episodes", api.create_episode, methods=["POST"]),
         Route(env_path + "/score", api.score, methods=["POST"]),
-        Route("/v1/episodes/{episode_id}", api.episode, methods=["GET"]),
-        Route("/v1/episodes/{episode_id}", api.close_episode, methods=["DELETE"]),
-        Route("/v1/episodes/{episode_id}/step", api.step, methods=["POST"]),
+        Route(PREFIX + "/episodes/{episode_id}", api.episode, methods=["GET"]),
+        Route(PREFIX + "/episodes/{episode_id}", api.close_episode, methods=["DELETE"]),
+        Route(PREFIX + "/episodes/{episode_id}/step", api.step, methods=["POST"]),
     ]
     app = Starlette(routes=routes, lifespan=api.lifespan,
                     middleware=[Middleware(_BodyLimit, max_body_bytes=config.limits.max_body_bytes)],

@@ -21,13 +21,13 @@ max-body-bytes = 1048576 # larger request bodies are answered 413
 
 from __future__ import annotations
 
+import tomllib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from envhub._toml import TOMLDecodeError, loads as toml_loads
 from envhub.errors import UsageError
 from envhub.settings import Settings
 
@@ -108,14 +108,17 @@ def load_config(path: Path | None, settings: Settings) -> ServeConfig:
     if path is not None:
         where = str(path)
         try:
-            data = toml_loads(path.read_text(encoding="utf-8"))
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise UsageError(f"{path}: no such configuration file",
                              hint="pass the path of a TOML file (see docs/serve.md), or leave --config out") from None
         except (OSError, UnicodeDecodeError) as e:
             raise UsageError(f"{path}: cannot read the configuration: {e}") from None
-        except TOMLDecodeError as e:
+        except tomllib.TOMLDecodeError as e:
             raise UsageError(f"{path}: not valid TOML: {e}", hint="fix the file; see docs/serve.md") from None
+        except RecursionError:  # the parser is recursive: arrays nested thousands deep
+            raise UsageError(f"{path}: not valid TOML: arrays or tables nested too deep",
+                             hint="fix the file; see docs/serve.md") from None
     config = _validate(data, where)
     if settings.serve_tokens:
         config = config.with_overrides(tokens=settings.serve_tokens)

@@ -14,6 +14,7 @@ import orjson
 from starlette.responses import Response
 
 from envhub.errors import EnvhubError, EnvNotFoundError, TrustError
+from envhub.runtime.served import ErrorBody
 
 __all__ = ["ApiError", "JSONResponse", "error_response", "from_envhub_error"]
 
@@ -46,8 +47,7 @@ class ApiError(Exception):
 
 def error_response(status: int, code: str, message: str, *, hint: str | None = None,
                    headers: dict[str, str] | None = None) -> JSONResponse:
-    body = {"error": {"status": status, "code": code, "message": message, "hint": hint}}
-    return JSONResponse(body, status_code=status, headers=headers)
+    return JSONResponse(ErrorBody(status, code, message, hint).to_json(), status_code=status, headers=headers)
 
 
 def from_envhub_error(e: EnvhubError) -> ApiError:

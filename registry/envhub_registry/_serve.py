@@ -7,27 +7,30 @@ import logging
 import socket
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envhub.errors import EnvNotFoundError, RegistryError, UsageError
 from envhub.runtime import Environment
-from envhub.settings import Settings
 
 from envhub_registry._config import ServeConfig
 
-__all__ = ["bind", "load_environments", "serve"]
+if TYPE_CHECKING:
+    from envhub.context import Context
+
+__all__ = ["bind", "configure_logging", "load_environments", "serve"]
 
 log = logging.getLogger("envhub_registry")
 
 
-def load_environments(refs: Sequence[str], *, trust: bool, registry: str | None, offline: bool,
-                      settings: Settings) -> list[Environment]:
-    """Load each of ``refs`` (bundle directories or registry ids) with its held-out splits
-    where the held-out store grants them, ready to serve: task files read, digest known.
+def load_environments(refs: Sequence[str], *, context: Context, trust: bool, registry: str | None,
+                      offline: bool) -> list[Environment]:
+    """Load each of ``refs`` (bundle directories or registry ids) with ``context``'s settings
+    and plugins, with its held-out splits where the held-out store grants them, ready to
+    serve: task files read, digest known. The server makes its context once, at start-up.
 
     Raises what :func:`envhub.load` raises, and :class:`UsageError` for an ``http://`` ref
     or no refs at all."""
-    from envhub.runtime import load
+    from envhub import load
 
     if not refs:
         raise UsageError("nothing to serve", hint="pass bundle directories or environment ids, e.g. "
@@ -38,11 +41,11 @@ def load_environments(refs: Sequence[str], *, trust: bool, registry: str | None,
         if ref.startswith(("http://", "https://")):
             raise UsageError(f"{ref}: envhub serve serves bundles and registry ids, not another server's URL")
         try:
-            env = load(ref, trust_code=trust, registry=registry, with_heldout=True, offline=offline, settings=settings)
+            env = load(ref, context=context, trust_code=trust, registry=registry, with_heldout=True, offline=offline)
         except (EnvNotFoundError, RegistryError) as e:
             # No held-out archive, or no access to the held-out store: serve the public splits.
-            env = load(ref, trust_code=trust, registry=registry, with_heldout=False, offline=offline,
-                       settings=settings)
+            env = load(ref, context=context, trust_code=trust, registry=registry, with_heldout=False,
+                       offline=offline)
             if any(s.held_out for s in env.splits.values()):
                 log.warning("%s: the held-out splits are not served: %s", env.name, e.message)
         _warm(env)

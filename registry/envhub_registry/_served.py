@@ -1,9 +1,10 @@
 """One served environment, and what of it a client may see.
 
-The views here are the only place task rows become JSON. For a held-out split a task is
-``{id, split, index, prompt, difficulty}``: what the model is shown. The row itself (its
-answer, references, solution, verifier fields, anything else) and the verifier's
-breakdown and error text stay on the server.
+The messages themselves are :mod:`envhub.runtime.served`'s records, the one encoding of the
+protocol that envhub's client reads too. For a held-out split a task is ``{id, split, index,
+prompt, difficulty}``: what the model is shown. The row itself (its answer, references,
+solution, verifier fields, anything else) and the verifier's breakdown and error text stay on
+the server.
 """
 
 from __future__ import annotations
@@ -13,17 +14,15 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-from envhub._version import __version__ as envhub_version
-from envhub.errors import EnvNotFoundError
+from envhub import __version__ as envhub_version
 from envhub.bundle import public_manifest
+from envhub.errors import EnvNotFoundError
 from envhub.manifest import dump_manifest
-from envhub.runtime import Environment, Score, StepResult, Task
-from envhub.runtime import Observation
+from envhub.runtime import Environment, Task
+from envhub.runtime.served import EnvironmentDetail, SplitView, TaskView
 
-__all__ = ["Served", "WITHHELD", "failed_step_view", "observation_view", "score_view", "step_view"]
+__all__ = ["Served"]
 
-#: The error shown instead of a verifier's own, on a held-out split (it may quote the answer).
-WITHHELD = "the verifier failed; details are withheld on held-out splits (see the server's log)"
 #: Orderings of a split kept for paging (seed and limit), per environment.
 _ORDERINGS = 8
 #: Environments kept per (policy model, force-self-judge) for llm-judge verifiers.
@@ -79,51 +78,39 @@ class Served:
                                    hint=f"use an index from 0 to {len(tasks) - 1}" if tasks else None)
         return tasks[index]
 
-    def task_view(self, task: Task, *, held_out: bool) -> dict[str, Any]:
+    def task_view(self, task: Task, *, held_out: bool) -> TaskView:
         """A task as a client may see it (module docstring)."""
-        prompt = task.data.get(self.env.manifest.tasks.prompt_field, task.prompt)
-        if not isinstance(prompt, (str, list)):
-            prompt = task.prompt
-        view: dict[str, Any] = {"id": task.id, "split": task.split, "index": task.index, "prompt": prompt,
-                                "difficulty": task.difficulty}
-        if not held_out:
-            view["seed"] = task.seed
-            view["data"] = dict(task.data)
-        return view
+        return TaskView.of(task, prompt_field=self.env.manifest.tasks.prompt_field, held_out=held_out)
 
     # -- the environment as a whole -----------------------------------------------------
 
-    def summary(self) -> dict[str, Any]:
-        env = self.env
-        return {"name": env.name, "version": env.version, "digest": env.digest,
-                "protocol": env.manifest.harness.protocol,
-                "splits": [self.split_view(name) for name in self.splits]}
-
-    def split_view(self, name: str) -> dict[str, Any]:
+    def split_view(self, name: str) -> SplitView:
         info = self.splits[name]
         rows = info.rows
         if rows is None and info.available and not info.generated:
             rows = len(self.tasks(name, seed=None, limit=None))  # read at start-up: a count, no I/O
-        return {"name": name, "held_out": info.held_out, "available": info.available, "rows": rows,
-                "generated": info.generated}
+        return SplitView(name, info.held_out, info.available, rows, info.generated)
 
-    def detail(self) -> dict[str, Any]:
+    def detail(self) -> EnvironmentDetail:
+        """The environment as ``GET /v1/environments/{ns}/{name}`` describes it; its
+        summary is what ``GET /v1/environments`` lists."""
         env = self.env
         provenance = env.provenance()
-        return {
-            **self.summary(),
-            "score_version": env.score_version,
-            "description": env.manifest.environment.description,
-            "max_turns": env.max_turns,
-            "tools": env.tool_specs,
+        return EnvironmentDetail(
+            env.name, env.version, env.digest, env.manifest.harness.protocol,
+            [self.split_view(name) for name in self.splits],
+            score_version=env.score_version,
+            description=env.manifest.environment.description,
+            max_turns=env.max_turns,
+            tools=env.tool_specs,
             # Not "source": where the server loaded the bundle from (a path, a registry URL) is
             # the operator's business; a client's records name the server's URL instead.
-            "provenance": {key: provenance.get(key) for key in ("env", "version", "digest", "score_version",
-                                                                  "locator", "envhub_version")
-                           if provenance.get(key) is not None},
-            "server_envhub_version": envhub_version,
-            "manifest": self.manifest_text,
-        }
+            provenance={key: provenance.get(key) for key in ("env", "version", "digest", "score_version",
+                                                             "locator", "envhub_version")
+                        if provenance.get(key) is not None},
+            server_envhub_version=envhub_version,
+            manifest=self.manifest_text,
+        )
 
     def variant(self, policy_model: str | None, force_self_judge: bool) -> Environment:
         """The environment whose verifier knows the policy's model, so an llm-judge can refuse
@@ -145,40 +132,6 @@ class Served:
 
     def close(self) -> None:
         self.env.close()
-
-
-# --- results as JSON -----------------------------------------------------------------------
-
-
-def observation_view(observation: Observation) -> dict[str, Any]:
-    return {"messages": observation.messages, "tools": observation.tools}
-
-
-def step_view(result: StepResult, new_messages: list[dict[str, Any]], *, turns: int, truncated: bool,
-              held_out: bool) -> dict[str, Any]:
-    info = dict(result.info)
-    if held_out:
-        # What the model saw anyway (tool results) stays; the verifier's verdict beyond the
-        # reward does not.
-        info = {k: v for k, v in info.items() if k in ("tool_results", "tool_errors", "truncated")}
-        if result.info.get("error") is not None:
-            info["error"] = WITHHELD
-    return {"observation": observation_view(result.observation), "new_messages": new_messages,
-            "reward": result.reward, "done": result.done, "truncated": truncated, "turns": turns, "info": info}
-
-
-def failed_step_view(observation: Observation, new_messages: list[dict[str, Any]], error: str, *,
-                     turns: int) -> dict[str, Any]:
-    """A step the environment's own code failed in: the episode is over, unscored, and
-    ``error`` (withheld details on a held-out split) says why, as a rollout record would."""
-    return {"observation": observation_view(observation), "new_messages": new_messages, "reward": None,
-            "done": True, "truncated": False, "turns": turns, "info": {"error": error, "environment_error": True}}
-
-
-def score_view(score: Score, *, held_out: bool) -> dict[str, Any]:
-    if held_out:
-        return {"reward": score.reward, "breakdown": None, "error": WITHHELD if score.error is not None else None}
-    return {"reward": score.reward, "breakdown": dict(score.breakdown), "error": score.error}
 
 
 def _has_llm_judge(spec: Any) -> bool:

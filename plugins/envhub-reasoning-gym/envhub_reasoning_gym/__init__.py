@@ -10,7 +10,8 @@ It registers, through envhub's hooks (entry point ``envhub-reasoning-gym`` in th
 - one environment ``reasoning-gym/<dataset>`` per dataset that passed
   ``scripts/generate_bundles.py``'s probe, each a bundle shipped in ``bundles/``.
 
-This module imports only envhub's hookspecs and the standard library: ``envhub plugins``
+This module imports only :mod:`envhub.plugin` (the plugin authors' API, which imports its
+heavier names on first use) and the standard library: ``envhub plugins``
 imports it to list what it registers, and reasoning-gym takes seconds to import, so
 :mod:`envhub_reasoning_gym._datasets` imports it on the first task made or scored.
 """
@@ -20,7 +21,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from envhub.hookspecs import EnvironmentPackage, TaskGenerator, VerifierKind, hookimpl
+from envhub.plugin import EnvironmentPackage, TaskGenerator, VerifierKind, hookimpl
 
 __all__ = [
     "BUNDLES",

@@ -14,9 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from envhub.manifest import OptionsModel
-from envhub.runtime import Score, Task, Trajectory
-from envhub.runtime.verifiers import Verifier, VerifierError, task_value
+from envhub.plugin import OptionsModel, Score, Task, Trajectory, Verifier, VerifierError, task_value
 from pydantic import Field
 
 from envhub_reasoning_gym import _datasets

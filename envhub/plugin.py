@@ -1,0 +1,188 @@
+"""Everything a plugin author needs, in one import: ``from envhub.plugin import ...``.
+
+A plugin is a module with functions marked :data:`hookimpl`, each named after a hook
+(``envhub_verifier_kinds``, ``envhub_harness_protocols``, ``envhub_state_kinds``,
+``envhub_task_formats``, ``envhub_task_generators``, ``envhub_registry_backends``,
+``envhub_policies``, ``envhub_executors``, ``envhub_environments``) and returning a list of
+registrations, the dataclasses below; its distribution declares it as an entry point in the
+group ``envhub`` and depends on ``envhub-rl``. docs/plugins.md shows each hook::
+
+    from envhub.plugin import OptionsModel, Score, Verifier, VerifierKind, hookimpl, task_value
+
+    class Options(OptionsModel):
+        field: str = "answer"
+
+    class Shouted(Verifier):
+        kind = "shouted"
+
+        def __init__(self, options: Options) -> None:
+            self.options = options
+
+        def score(self, task, trajectory, *, state=None):
+            expected = str(task_value(task, self.options.field, self.kind))
+            return Score(1.0 if trajectory.completion == expected.upper() else 0.0)
+
+    @hookimpl
+    def envhub_verifier_kinds() -> list[VerifierKind]:
+        return [VerifierKind("shouted", lambda options, ctx, factories: Shouted(options), options=Options)]
+
+What a plugin implements or receives:
+
+- **registrations** (what hooks return): :class:`VerifierKind`, :class:`HarnessProtocol`,
+  :class:`StateKind`, :class:`TaskFormat`, :class:`TaskGenerator`, :class:`RegistryBackend`,
+  :class:`PolicyKind`, :class:`ExecutorKind`, :class:`EnvironmentPackage`;
+- **verifiers**: subclass :class:`Verifier` (``score``, and ``ascore`` if it waits on I/O),
+  built by a :data:`VerifierFactory` from its options (an :class:`OptionsModel`), a
+  :class:`VerifierContext` and the other kinds' factories; read a task's fields with
+  :func:`task_value`; raise :class:`VerifierError` when it cannot score;
+- **episodes**: :class:`Task`, :class:`Trajectory` (chat messages: dicts, as OpenAI's API
+  has them), :class:`Observation`, :class:`Score`, :class:`StepResult`;
+- **state kinds**: :class:`StateFactory` and the :class:`StateHandle` its ``new`` returns;
+- **executors**: :class:`Executor`, running :class:`RolloutJob` s of a :class:`RolloutPlan`
+  with :func:`run_rollout`;
+- **registries**: :class:`Registry` (and :class:`FsspecRegistry` to build on),
+  :class:`VersionEntry`, :class:`PublishResult`, opened with the :class:`Settings`;
+- **policies**: :class:`Policy`, made with the run's :class:`PolicyOptions`;
+- **errors**: :class:`EnvhubError` and the subclasses a plugin raises.
+
+Names are imported on first use: importing this module costs what importing
+:mod:`envhub.hookspecs` costs, so ``envhub plugins`` stays fast when it imports a plugin that
+imports from here at module level.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from envhub.hookspecs import (
+    EnvironmentPackage as EnvironmentPackage,
+    ExecutorKind as ExecutorKind,
+    HarnessProtocol as HarnessProtocol,
+    PolicyKind as PolicyKind,
+    RegistryBackend as RegistryBackend,
+    StateKind as StateKind,
+    TaskFormat as TaskFormat,
+    TaskGenerator as TaskGenerator,
+    VerifierKind as VerifierKind,
+    hookimpl as hookimpl,
+)
+
+if TYPE_CHECKING:
+    from envhub.errors import (
+        EnvhubError as EnvhubError,
+        EnvNotFoundError as EnvNotFoundError,
+        IntegrityError as IntegrityError,
+        PluginError as PluginError,
+        PolicyError as PolicyError,
+        RegistryError as RegistryError,
+        UsageError as UsageError,
+        VersionConflictError as VersionConflictError,
+    )
+    from envhub.manifest import OptionsModel as OptionsModel
+    from envhub.registry import (
+        FsspecRegistry as FsspecRegistry,
+        PublishResult as PublishResult,
+        Registry as Registry,
+        VersionEntry as VersionEntry,
+    )
+    from envhub.runtime import (
+        Executor as Executor,
+        Observation as Observation,
+        RolloutJob as RolloutJob,
+        RolloutPlan as RolloutPlan,
+        Score as Score,
+        StateFactory as StateFactory,
+        StateHandle as StateHandle,
+        StepResult as StepResult,
+        Task as Task,
+        Trajectory as Trajectory,
+        run_rollout as run_rollout,
+    )
+    from envhub.runtime.policies import Policy as Policy, PolicyOptions as PolicyOptions
+    from envhub.runtime.verifiers import (
+        Factory as VerifierFactory,
+        MissingFieldError as MissingFieldError,
+        Verifier as Verifier,
+        VerifierContext as VerifierContext,
+        VerifierError as VerifierError,
+        task_value as task_value,
+    )
+    from envhub.settings import Settings as Settings
+
+#: name -> (module, attribute there), for the names imported on first use.
+_WHERE: dict[str, tuple[str, str]] = {
+    **{name: ("envhub.errors", name) for name in (
+        "EnvhubError", "EnvNotFoundError", "IntegrityError", "PluginError", "PolicyError", "RegistryError",
+        "UsageError", "VersionConflictError")},
+    "OptionsModel": ("envhub.manifest", "OptionsModel"),
+    **{name: ("envhub.registry", name) for name in ("FsspecRegistry", "PublishResult", "Registry", "VersionEntry")},
+    **{name: ("envhub.runtime", name) for name in (
+        "Executor", "Observation", "RolloutJob", "RolloutPlan", "Score", "StateFactory", "StateHandle", "StepResult",
+        "Task", "Trajectory", "run_rollout")},
+    "Policy": ("envhub.runtime.policies", "Policy"),
+    "PolicyOptions": ("envhub.runtime.policies", "PolicyOptions"),
+    "VerifierFactory": ("envhub.runtime.verifiers", "Factory"),
+    **{name: ("envhub.runtime.verifiers", name) for name in (
+        "MissingFieldError", "Verifier", "VerifierContext", "VerifierError", "task_value")},
+    "Settings": ("envhub.settings", "Settings"),
+}
+
+__all__ = [
+    "EnvNotFoundError",
+    "EnvhubError",
+    "EnvironmentPackage",
+    "Executor",
+    "ExecutorKind",
+    "FsspecRegistry",
+    "HarnessProtocol",
+    "IntegrityError",
+    "MissingFieldError",
+    "Observation",
+    "OptionsModel",
+    "PluginError",
+    "Policy",
+    "PolicyError",
+    "PolicyKind",
+    "PolicyOptions",
+    "PublishResult",
+    "Registry",
+    "RegistryBackend",
+    "RegistryError",
+    "RolloutJob",
+    "RolloutPlan",
+    "Score",
+    "Settings",
+    "StateFactory",
+    "StateHandle",
+    "StateKind",
+    "StepResult",
+    "Task",
+    "TaskFormat",
+    "TaskGenerator",
+    "Trajectory",
+    "UsageError",
+    "Verifier",
+    "VerifierContext",
+    "VerifierError",
+    "VerifierFactory",
+    "VerifierKind",
+    "VersionConflictError",
+    "VersionEntry",
+    "hookimpl",
+    "run_rollout",
+    "task_value",
+]
+
+
+def __getattr__(name: str) -> Any:
+    where = _WHERE.get(name)
+    if where is None:
+        raise AttributeError(f"module 'envhub.plugin' has no attribute {name!r}")
+    value = getattr(importlib.import_module(where[0]), where[1])
+    globals()[name] = value  # once is enough
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
