@@ -194,9 +194,10 @@ def test_success_window_over_a_generator(tmp_path: Path) -> None:
 
 def test_held_out_seed_ranges_stay_out_of_the_public_archive(tmp_path: Path, envhub_cli: Any) -> None:
     from envhub.bundle import build_bundle
+    from envhub.context import make_plugin_manager
 
     root = generated(tmp_path)
-    built = build_bundle(root, tmp_path / "dist")
+    built = build_bundle(root, tmp_path / "dist", plugins=make_plugin_manager(autoload=False))
     test = built.manifest.tasks.splits["test"]
     assert (test.seeds, test.rows) == (None, 9) and test.sha256 is not None
     with tarfile.open(built.public.path) as public:

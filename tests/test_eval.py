@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from envhub.runtime import pass_at_k, read_records, summarize
+from envhub.runtime import RolloutError, RolloutRecord, pass_at_k, read_records, summarize
 from tests.conftest import run_envhub
 from tests.runtime_fixtures import scaffold, set_table
 
@@ -38,6 +38,7 @@ def test_reference_policy_scores_one_on_every_protocol(tmp_path: Path, envhub_cl
 def test_records_carry_provenance(tmp_path: Path, envhub_cli: Any) -> None:
     from envhub import __version__
     from envhub.bundle import build_bundle
+    from envhub.context import make_plugin_manager
 
     root = scaffold(tmp_path)
     out = tmp_path / "runs" / "out.jsonl"
@@ -45,7 +46,7 @@ def test_records_carry_provenance(tmp_path: Path, envhub_cli: Any) -> None:
     assert result.code == 0, result.err
     rows = records(out)
     assert len(rows) == 6
-    digest = build_bundle(root, tmp_path / "dist").public.digest
+    digest = build_bundle(root, tmp_path / "dist", plugins=make_plugin_manager(autoload=False)).public.digest
     for row in rows:
         assert {k: row[k] for k in ("env", "version", "digest", "score_version", "envhub_version", "policy",
                                     "split")} == {
@@ -114,9 +115,12 @@ def test_a_broken_verifier_is_recorded_and_the_run_goes_on(tmp_path: Path, envhu
     result = envhub_cli("eval", str(root), "-s", "train", "-o", str(out), "--trust", "--json")
     assert result.code == 0
     rows = {r["task_id"]: r for r in records(out)}
-    assert rows["arith-train-002"]["error"] == "ZeroDivisionError: division by zero"
+    # The record's error is typed (record version 1): the kind, the exception's class, its message.
+    assert rows["arith-train-002"]["error"] == {"kind": "exception", "type": "ZeroDivisionError",
+                                               "message": "division by zero"}
     assert rows["arith-train-002"]["reward"] == 0.0
-    assert json.loads(result.out)["errors_by_kind"] == {"ZeroDivisionError": 1}
+    summary = json.loads(result.out)
+    assert (summary["errors_by_kind"], summary["errors_by_type"]) == ({"exception": 1}, {"ZeroDivisionError": 1})
     assert sum(r["reward"] for r in rows.values()) == 5.0
 
 
@@ -137,7 +141,8 @@ def test_the_episode_timeout_is_an_error_record(tmp_path: Path, envhub_cli: Any)
     result = envhub_cli("eval", str(root), "-s", "dev", "-p", f"python:{policy}:act", "--timeout", "0.3",
                         "-o", str(out), "--trust")
     assert result.code == 1  # every rollout failed
-    assert {r["error"] for r in records(out)} == {"timeout: the episode took longer than 0.3 s"}
+    assert [r["error"] for r in records(out)] == [
+        {"kind": "timeout", "type": "TimeoutError", "message": "the episode took longer than 0.3 s"}] * 2
 
 
 @pytest.mark.parametrize(("n", "c", "k", "expected"), [
@@ -147,26 +152,36 @@ def test_pass_at_k(n: int, c: int, k: int, expected: float) -> None:
     assert pass_at_k(n, c, k) == pytest.approx(expected)
 
 
+def rollout(task_id: str, reward: float, breakdown: dict[str, float], error: RolloutError | None = None,
+            rollout: int = 0) -> RolloutRecord:
+    return RolloutRecord(env="acme/demo", version="0.1.0", digest="sha256:00", score_version=1, policy="reference",
+                         split="dev", task_id=task_id, rollout=rollout, seed=0, reward=reward, breakdown=breakdown,
+                         error=error)
+
+
 def test_summary_means_and_criteria() -> None:
     rows = [
-        {"task_id": "a", "reward": 1.0, "breakdown": {"answer": 1.0, "style": 1.0}, "error": None},
-        {"task_id": "a", "reward": 0.0, "breakdown": {"answer": 0.0, "style": 1.0}, "error": None},
-        {"task_id": "b", "reward": 0.0, "breakdown": {}, "error": "timeout: too slow"},
-        {"task_id": "b", "reward": 0.5, "breakdown": {"answer": 0.5, "style": 0.0}, "error": None},
+        rollout("a", 1.0, {"answer": 1.0, "style": 1.0}),
+        rollout("a", 0.0, {"answer": 0.0, "style": 1.0}, rollout=1),
+        rollout("b", 0.0, {}, RolloutError(kind="timeout", type="TimeoutError", message="too slow")),
+        rollout("b", 0.5, {"answer": 0.5, "style": 0.0}, rollout=1),
     ]
     summary = summarize(rows)
-    assert summary["mean_reward"] == 0.375
-    assert summary["pass_at_k"] == {"1": 0.25, "2": 0.5}
-    assert summary["criteria"] == {"answer": 0.5, "style": 2 / 3}
-    assert (summary["errors"], summary["errors_by_kind"]) == (1, {"timeout": 1})
-    assert summarize(rows, success_threshold=0.5)["pass_at_k"]["1"] == 0.5
+    assert summary.mean_reward == 0.375
+    assert summary.pass_at_k == {"1": 0.25, "2": 0.5}
+    assert summary.criteria == {"answer": 0.5, "style": 2 / 3}
+    assert (summary.errors, summary.errors_by_kind, summary.errors_by_type) == (1, {"timeout": 1},
+                                                                                 {"TimeoutError": 1})
+    assert summarize(rows, success_threshold=0.5).pass_at_k["1"] == 0.5
+    assert summarize(iter(rows)) == summary  # one pass over any iterable
 
 
 def test_read_records_rejects_a_broken_middle_line(tmp_path: Path) -> None:
     from envhub.errors import UsageError
 
     path = tmp_path / "o.jsonl"
-    path.write_text('{"task_id": "a"}\nnot json\n{"task_id": "b"}\n')
+    good = rollout("a", 1.0, {}).model_dump_json()
+    path.write_text(f'{good}\nnot json\n{good}\n')
     with pytest.raises(UsageError, match="line 2 is not a rollout record"):
         read_records(path)
 

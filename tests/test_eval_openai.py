@@ -137,7 +137,8 @@ def test_an_endpoint_that_always_fails_fails_the_run(tmp_path: Path, envhub_cli:
                         openai_server.base_url, "-o", str(out))
     assert result.code == 1
     assert "every rollout of this run failed" in result.err
-    assert all(r["error"].startswith("PolicyError: ") and r["reward"] == 0.0 for r in records(out))
+    assert all(r["error"]["kind"] == "policy" and r["error"]["type"] == "PolicyError" and r["reward"] == 0.0
+               for r in records(out))
 
 
 def test_installed_command_against_the_server(tmp_path: Path, openai_server: Any) -> None:

@@ -15,7 +15,32 @@ if TYPE_CHECKING:
     from envhub.runtime._check import GENERATED_CHECK_LIMIT, CheckResult, self_test
     from envhub.runtime._composite import CompositeEnvironment
     from envhub.runtime._curriculum import Curriculum, Draw, LevelChange
-    from envhub.runtime._eval import CurriculumRun, EvalRun, pass_at_k, plan_jobs, read_records, summarize
+    from envhub.runtime._eval import (
+        CurriculumRun,
+        CurriculumSummary,
+        EvalResult,
+        EvalRun,
+        EvalSummary,
+        Evaluation,
+        SummaryEnvironment,
+        new_records_file,
+        pass_at_k,
+        plan_jobs,
+        summarize,
+    )
+    from envhub.runtime._records import (
+        RECORD_VERSION,
+        CurriculumInfo,
+        ErrorKind,
+        RolloutError,
+        RolloutRecord,
+        RolloutTiming,
+        RolloutUsage,
+        TaskOrigin,
+        dump_record,
+        read_records,
+        rollout_record_json_schema,
+    )
     from envhub.runtime._golden import check_recorded, compare
     from envhub.runtime._remote import RemoteEnvironment, RemoteError, load_remote
     from envhub.runtime._shadow import refuse_shadowing, shadowing_files
@@ -40,8 +65,12 @@ _WHERE = {
     "ChatClient": "_chat",
     "CheckResult": "_check", "GENERATED_CHECK_LIMIT": "_check", "self_test": "_check",
     "CompositeEnvironment": "_composite",
-    "CurriculumRun": "_eval", "EvalRun": "_eval", "pass_at_k": "_eval", "plan_jobs": "_eval", "read_records": "_eval",
-    "summarize": "_eval",
+    "CurriculumRun": "_eval", "CurriculumSummary": "_eval", "EvalResult": "_eval", "EvalRun": "_eval",
+    "EvalSummary": "_eval", "Evaluation": "_eval", "SummaryEnvironment": "_eval", "new_records_file": "_eval",
+    "pass_at_k": "_eval", "plan_jobs": "_eval", "summarize": "_eval",
+    "RECORD_VERSION": "_records", "CurriculumInfo": "_records", "ErrorKind": "_records", "RolloutError": "_records",
+    "RolloutRecord": "_records", "RolloutTiming": "_records", "RolloutUsage": "_records", "TaskOrigin": "_records",
+    "dump_record": "_records", "read_records": "_records", "rollout_record_json_schema": "_records",
     "check_recorded": "_golden", "compare": "_golden",
     "RemoteEnvironment": "_remote", "RemoteError": "_remote", "load_remote": "_remote",
     "refuse_shadowing": "_shadow", "shadowing_files": "_shadow",

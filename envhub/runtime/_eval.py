@@ -1,32 +1,51 @@
-"""An evaluation run: which rollouts to play, the JSONL file they go to, and the summary.
+"""An evaluation run: which rollouts to play, where their records go, and the summary.
 
-The output file is append-only, one record per line, flushed as each rollout finishes.
-``resume`` reads what is already there, skips those rollouts, and drops a torn last line
-left by a killed run; it refuses a file that holds another environment's, version's,
-split's or policy's rollouts, so two runs never mix in one file.
+:class:`Evaluation` is a whole ``envhub eval`` given a loaded environment, a policy and an
+executor: :meth:`Evaluation.prepare` plans the jobs (each task ``k`` times, or the draws of
+the manifest's curriculum) and reads a resumed file, :meth:`Evaluation.run` plays them and
+returns an :class:`EvalResult`. Resolving ids and policy names is the caller's part
+(``envhub.evaluate``).
+
+The records file is append-only, one :class:`RolloutRecord` per line, flushed as each
+rollout finishes. ``resume`` reads what is already there, skips those rollouts, and drops a
+torn last line left by a killed run; it refuses a file that holds another environment's,
+version's, split's or policy's rollouts, so two runs never mix in one file.
 """
 
 from __future__ import annotations
 
+import itertools
+import json
 import math
 import os
-from collections import defaultdict
+import re
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import orjson
+from pydantic import BaseModel, ConfigDict
 
 from envhub.errors import UsageError
 from envhub.runtime._curriculum import Curriculum, Draw
-from envhub.runtime._runner import Executor, RolloutJob, RolloutPlan, make_executor, rollout_seed
+from envhub.runtime._records import RolloutError, RolloutRecord, dump_record, read_records
+from envhub.runtime._runner import Executor, RolloutJob, RolloutPlan, rollout_seed
 from envhub.runtime._types import Task
 
-__all__ = ["CurriculumRun", "EvalRun", "pass_at_k", "plan_jobs", "read_records", "summarize"]
+if TYPE_CHECKING:
+    from envhub.runtime.policies import Policy
+
+__all__ = [
+    "CurriculumRun", "CurriculumSummary", "EvalResult", "EvalRun", "EvalSummary", "Evaluation", "SummaryEnvironment",
+    "new_records_file", "pass_at_k", "plan_jobs", "summarize",
+]
 
 #: Record fields that must agree between a file and the run resuming it.
 _IDENTITY = ("env", "version", "digest", "split", "policy")
+
+OnRecord = Callable[[RolloutRecord], None]
 
 
 def plan_jobs(tasks: Sequence[Task], rollouts_per_task: int, run_seed: int | None) -> list[RolloutJob]:
@@ -34,37 +53,13 @@ def plan_jobs(tasks: Sequence[Task], rollouts_per_task: int, run_seed: int | Non
     return [RolloutJob(task, k, rollout_seed(run_seed, task.id, k)) for task in tasks for k in range(rollouts_per_task)]
 
 
-def read_records(path: Path, *, repair: bool = False) -> list[dict[str, Any]]:
-    """The records of a JSONL output file. A torn last line (no newline: the writer was
-    killed mid-line) is dropped, and with ``repair`` cut from the file. Raises
-    :class:`UsageError` for a line in the middle that is not a JSON object."""
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        return []
-    end = len(data) if data.endswith(b"\n") or not data else data.rfind(b"\n") + 1
-    if repair and end != len(data):
-        with path.open("r+b") as f:
-            f.truncate(end)
-    records = []
-    for number, line in enumerate(data[:end].splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            record = orjson.loads(line)
-        except orjson.JSONDecodeError as e:
-            raise UsageError(f"{path}: line {number} is not a rollout record ({e})",
-                             hint="pass a new -o file, or remove the broken line") from None
-        if not isinstance(record, dict):
-            raise UsageError(f"{path}: line {number} is not a rollout record (not a JSON object)",
-                             hint="pass a new -o file")
-        records.append(record)
-    return records
-
-
 def pass_at_k(n: int, c: int, k: int) -> float:
     """The unbiased pass@k estimate from ``n`` rollouts of which ``c`` succeeded:
-    1 - C(n-c, k) / C(n, k) (Chen et al., 2021)."""
+    1 - C(n-c, k) / C(n, k) (Chen et al., 2021).
+
+    >>> pass_at_k(4, 1, 2)
+    0.5
+    """
     if k > n:
         raise ValueError(f"pass@{k} needs at least {k} rollouts per task, got {n}")
     if n - c < k:
@@ -72,97 +67,218 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
 
 
-def summarize(records: Iterable[dict[str, Any]], *, success_threshold: float = 1.0) -> dict[str, Any]:
+class _Summary(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+
+class SummaryEnvironment(_Summary):
+    """The environment the summarized rollouts ran on."""
+
+    env: str
+    version: str
+    digest: str | None
+    score_version: int
+
+
+class CurriculumSummary(_Summary):
+    """How a curriculum run went: its draws, per level, and where it ended."""
+
+    strategy: str
+    draws: int
+    last_level: Any
+    highest_level: Any
+    draws_per_level: dict[str, int]
+
+
+class EvalSummary(_Summary):
+    """The figures of a set of rollout records (:func:`summarize`)."""
+
+    rollouts: int
+    tasks: int
+    mean_reward: float | None
+    success_threshold: float
+    #: The share of rollouts whose reward reached ``success_threshold``.
+    success_rate: float | None
+    #: k ("1", "2", "4", ... up to the rollouts per task) -> the mean over tasks of pass@k.
+    pass_at_k: dict[str, float]
+    #: Per-criterion mean of the verifiers' breakdowns.
+    criteria: dict[str, float]
+    errors: int
+    errors_by_kind: dict[str, int]
+    #: The failed rollouts by exception class name (``TimeoutError`` for timeouts).
+    errors_by_type: dict[str, int]
+    environment: SummaryEnvironment | None = None
+    split: str | None = None
+    policy: str | None = None
+    curriculum: CurriculumSummary | None = None
+
+
+def summarize(records: Iterable[RolloutRecord], *, success_threshold: float = 1.0) -> EvalSummary:
     """Mean reward, pass@k (k = 1, 2, 4, ... up to the rollouts per task), per-criterion
-    means, and the errors, over ``records``."""
-    records = list(records)
-    by_task: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    criteria: dict[str, list[float]] = defaultdict(list)
-    errors: dict[str, int] = defaultdict(int)
+    means, and the errors, over ``records`` (read once, in one pass)."""
+    count = 0
+    total = 0.0
+    successes = 0
+    per_task: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # task -> [rollouts, successes]
+    criteria: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])  # name -> [sum, count]
+    kinds: Counter[str] = Counter()
+    types: Counter[str] = Counter()
+    draws: list[Any] = []
+    first: RolloutRecord | None = None
     for r in records:
-        by_task[r["task_id"]].append(r)
-        for name, value in (r.get("breakdown") or {}).items():
-            criteria[name].append(float(value))
-        if r.get("error"):
-            errors[str(r["error"]).split(":", 1)[0]] += 1
-    rewards = [float(r["reward"]) for r in records]
-    summary: dict[str, Any] = {
-        "rollouts": len(records),
-        "tasks": len(by_task),
-        "mean_reward": sum(rewards) / len(rewards) if rewards else None,
-        "success_threshold": success_threshold,
-        "success_rate": (sum(x >= success_threshold for x in rewards) / len(rewards)) if rewards else None,
-        "pass_at_k": {},
-        "criteria": {name: sum(v) / len(v) for name, v in sorted(criteria.items())},
-        "errors": sum(errors.values()),
-        "errors_by_kind": dict(sorted(errors.items())),
-    }
-    if by_task:
-        n_min = min(len(v) for v in by_task.values())
-        k = 1
-        while k <= n_min:
-            scores = [pass_at_k(len(v), sum(float(r["reward"]) >= success_threshold for r in v), k)
-                      for v in by_task.values()]
-            summary["pass_at_k"][str(k)] = sum(scores) / len(scores)
-            k *= 2
-        if n_min > 1 and str(n_min) not in summary["pass_at_k"]:
-            scores = [pass_at_k(len(v), sum(float(r["reward"]) >= success_threshold for r in v), n_min)
-                      for v in by_task.values()]
-            summary["pass_at_k"][str(n_min)] = sum(scores) / len(scores)
-    steps = sorted((r["curriculum"] for r in records if isinstance(r.get("curriculum"), dict)),
-                   key=lambda c: c.get("step", 0))
-    if steps:
-        per_level: dict[str, int] = defaultdict(int)
-        for info in steps:
-            per_level[str(info.get("level"))] += 1
-        summary["curriculum"] = {"strategy": steps[-1].get("strategy"), "draws": len(steps),
-                                 "last_level": steps[-1].get("level"),
-                                 "highest_level": max(steps, key=lambda c: c.get("level_index", -1)).get("level"),
-                                 "draws_per_level": dict(per_level)}
-    if records:
-        first = records[0]
-        summary["environment"] = {key: first.get(key) for key in ("env", "version", "digest", "score_version")}
-        summary["split"] = first.get("split")
-        summary["policy"] = first.get("policy")
-    return summary
+        first = first or r
+        count += 1
+        total += r.reward
+        success = r.reward >= success_threshold
+        successes += success
+        tally = per_task[r.task_id]
+        tally[0] += 1
+        tally[1] += success
+        for name, value in r.breakdown.items():
+            sums = criteria[name]
+            sums[0] += value
+            sums[1] += 1
+        if r.error is not None:
+            kinds[r.error.kind] += 1
+            types[r.error.type] += 1
+        if r.curriculum is not None:
+            draws.append(r.curriculum)
+    return EvalSummary(
+        rollouts=count, tasks=len(per_task), mean_reward=total / count if count else None,
+        success_threshold=success_threshold, success_rate=successes / count if count else None,
+        pass_at_k=_pass_at_ks(list(per_task.values())),
+        criteria={name: s / n for name, (s, n) in sorted(criteria.items())},
+        errors=sum(kinds.values()), errors_by_kind=dict(sorted(kinds.items())), errors_by_type=dict(sorted(types.items())),
+        environment=SummaryEnvironment(env=first.env, version=first.version, digest=first.digest,
+                                       score_version=first.score_version) if first else None,
+        split=first.split if first else None, policy=first.policy if first else None,
+        curriculum=_curriculum_summary(draws))
+
+
+def _pass_at_ks(tallies: list[list[int]]) -> dict[str, float]:
+    if not tallies:
+        return {}
+    n_min = min(n for n, _ in tallies)
+    ks = list(itertools.takewhile(lambda k: k <= n_min, (2 ** i for i in itertools.count())))
+    if n_min > 1 and n_min not in ks:
+        ks.append(n_min)
+    return {str(k): sum(pass_at_k(n, c, k) for n, c in tallies) / len(tallies) for k in ks}
+
+
+def _curriculum_summary(draws: list[Any]) -> CurriculumSummary | None:
+    if not draws:
+        return None
+    steps = sorted(draws, key=lambda c: c.step)
+    per_level: dict[str, int] = defaultdict(int)
+    for info in steps:
+        per_level[str(info.level)] += 1
+    return CurriculumSummary(strategy=steps[-1].strategy, draws=len(steps), last_level=steps[-1].level,
+                             highest_level=max(steps, key=lambda c: c.level_index).level,
+                             draws_per_level=dict(per_level))
+
+
+@dataclass(frozen=True)
+class EvalResult:
+    """What an evaluation did: the summary of every record in its file (those of a resumed
+    run's earlier part included), where the records and the summary were written (None
+    without an output file), the records, and how many rollouts this run played, skipped
+    (already in the file) and saw fail."""
+
+    summary: EvalSummary
+    output: Path | None
+    summary_path: Path | None
+    records: list[RolloutRecord]
+    ran: int
+    skipped: int
+    failed: int
+    #: The error of the first rollout of this run to fail, in the order they finished.
+    first_error: RolloutError | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        """The summary, with ``output``, ``ran`` and ``skipped``, as ``envhub eval --json``
+        prints it and ``OUT.summary.json`` holds it."""
+        return {**self.summary.model_dump(mode="json"), "output": str(self.output) if self.output else None,
+                "ran": self.ran, "skipped": self.skipped}
+
+
+class _Sink:
+    """Where a run's records go: appended to the file ``out`` (if any), kept in ``records``,
+    and passed to ``on_record``."""
+
+    def __init__(self, out: Path | None, records: list[RolloutRecord], on_record: OnRecord | None) -> None:
+        self.records = records
+        self.on_record = on_record
+        self.fd: int | None = None
+        if out is not None:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            # O_APPEND: a record is written with one write() call, so lines never interleave.
+            self.fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+
+    def write(self, record: RolloutRecord) -> None:
+        if self.fd is not None:
+            os.write(self.fd, dump_record(record))
+        self.records.append(record)
+        if self.on_record is not None:
+            self.on_record(record)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+
+async def _play(plan: RolloutPlan, jobs: list[RolloutJob], executor: Executor, sink: _Sink) -> int:
+    count = 0
+    async for raw in executor.run(plan, jobs):
+        sink.write(raw if isinstance(raw, RolloutRecord) else RolloutRecord.from_runner(raw))
+        count += 1
+    return count
 
 
 @dataclass
 class EvalRun:
-    """One ``envhub eval``: plays ``jobs`` not already in ``out`` and appends their records."""
+    """Plays ``jobs`` not already in ``out`` and appends their records (to memory only when
+    ``out`` is None)."""
 
     plan: RolloutPlan
     jobs: list[RolloutJob]
-    out: Path
+    out: Path | None
+    executor: Executor
     resume: bool = False
-    executor: Executor | None = None
+    #: The records already in ``out``, and the jobs still to run (set by :meth:`prepare`).
+    previous: list[RolloutRecord] = field(default_factory=list)
+    todo: list[RolloutJob] = field(default_factory=list)
 
     def prepare(self) -> list[RolloutJob]:
         """The jobs still to run. Raises :class:`UsageError` if ``out`` exists and is not
         being resumed, or holds another run's rollouts."""
-        done = {(r.get("task_id"), r.get("rollout")) for r in _previous_records(self.plan, self.out, self.resume)}
-        return [job for job in self.jobs if (job.task.id, job.rollout) not in done]
+        self.previous = _previous_records(self.plan, self.out, self.resume)
+        done = {(r.task_id, r.rollout) for r in self.previous}
+        self.todo = [job for job in self.jobs if (job.task.id, job.rollout) not in done]
+        return self.todo
 
-    async def run(self, todo: list[RolloutJob], on_record: Callable[[dict[str, Any]], None] | None = None) -> int:
-        """Run ``todo``, appending each record to ``out`` as it finishes; returns how many ran."""
-        return await _append_records(self.plan, todo, self.out, self.executor, on_record)
+    async def run(self, sink: _Sink) -> int:
+        """Run the jobs still to run, writing each record to ``sink`` as it finishes;
+        returns how many ran."""
+        return await _play(self.plan, self.todo, self.executor, sink)
 
 
 @dataclass
 class CurriculumRun:
-    """An ``envhub eval --curriculum`` run: ``total`` draws of ``curriculum``, played a batch of
-    ``plan.concurrency`` at a time. Each batch is drawn at the curriculum's current level, and
-    its outcomes are counted in draw order once the whole batch is back, so a run's draws
-    depend on its seed and batch size, not on which rollout finished first, and a resumed
-    run replays the file to the same place."""
+    """``total`` draws of ``curriculum``, played a batch of ``plan.concurrency`` at a time.
+    Each batch is drawn at the curriculum's current level, and its outcomes are counted in
+    draw order once the whole batch is back, so a run's draws depend on its seed and batch
+    size, not on which rollout finished first, and a resumed run replays the file to the
+    same place."""
 
     plan: RolloutPlan
     curriculum: Curriculum
     total: int
-    out: Path
+    out: Path | None
+    executor: Executor
     resume: bool = False
-    executor: Executor | None = None
     run_seed: int | None = None
+    previous: list[RolloutRecord] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self._next_step = 0
@@ -177,42 +293,49 @@ class CurriculumRun:
         """Replay a resumed run's records into the curriculum; returns how many draws are
         still to run. Raises :class:`UsageError` if ``out`` holds another run's rollouts, or
         rollouts this curriculum would not have drawn (another seed or batch size)."""
-        by_step: dict[int, dict[str, Any]] = {}
-        for record in _previous_records(self.plan, self.out, self.resume):
-            info = record.get("curriculum")
-            if not isinstance(info, dict) or info.get("batch") != self.batch:
+        self.previous = _previous_records(self.plan, self.out, self.resume)
+        by_step: dict[int, RolloutRecord] = {}
+        for record in self.previous:
+            info = record.curriculum
+            if info is None or info.batch != self.batch:
                 raise UsageError(f"{self.out} holds rollouts of another run (not a curriculum run with batches of "
                                  f"{self.batch})", hint="resume with the same --concurrency, or choose another -o")
-            by_step[int(info["step"])] = record
+            by_step[info.step] = record
         while self._next_step < self.total and by_step:
             draws = self._draw()
             for draw in draws:
-                record = by_step.get(draw.step)
-                if record is not None and record.get("task_id") != draw.task.id:
-                    raise UsageError(f"{self.out}: draw {draw.step} was task {record.get('task_id')!r}, but this "
+                known_record = by_step.get(draw.step)
+                if known_record is not None and known_record.task_id != draw.task.id:
+                    raise UsageError(f"{self.out}: draw {draw.step} was task {known_record.task_id!r}, but this "
                                      f"curriculum draws {draw.task.id!r} there",
                                      hint="resume with the same --seed and --concurrency, or choose another -o")
-            known = {d.step: float(by_step.pop(d.step)["reward"]) for d in draws if d.step in by_step}
+            known = {d.step: by_step.pop(d.step).reward for d in draws if d.step in by_step}
             if len(known) < len(draws):
                 self._carry = (draws, known)
                 break
             self._update(draws, known)
         return self.total - self._next_step + (len(self._carry[0]) - len(self._carry[1]) if self._carry else 0)
 
-    async def run(self, on_record: Callable[[dict[str, Any]], None] | None = None) -> int:
-        """Play the remaining draws, appending each record to ``out``; returns how many ran."""
+    async def run(self, sink: _Sink) -> int:
+        """Play the remaining draws, writing each record to ``sink``; returns how many ran."""
         count = 0
+        outer = sink.on_record
         while self._carry is not None or self._next_step < self.total:
             draws, rewards = self._carry or (self._draw(), {})
             self._carry = None
             jobs = [self._job(d) for d in draws if d.step not in rewards]
 
-            def collect(record: dict[str, Any]) -> None:
-                rewards[int(record["curriculum"]["step"])] = float(record["reward"])
-                if on_record is not None:
-                    on_record(record)
+            def collect(record: RolloutRecord, rewards: dict[int, float] = rewards) -> None:
+                assert record.curriculum is not None
+                rewards[record.curriculum.step] = record.reward
+                if outer is not None:
+                    outer(record)
 
-            count += await _append_records(self.plan, jobs, self.out, self.executor, collect)
+            sink.on_record = collect
+            try:
+                count += await _play(self.plan, jobs, self.executor, sink)
+            finally:
+                sink.on_record = outer
             self._update(draws, rewards)
         return count
 
@@ -230,10 +353,15 @@ class CurriculumRun:
         return RolloutJob(draw.task, draw.step, rollout_seed(self.run_seed, draw.task.id, draw.step), info)
 
 
-def _previous_records(plan: RolloutPlan, out: Path, resume: bool) -> list[dict[str, Any]]:
+def _previous_records(plan: RolloutPlan, out: Path | None, resume: bool) -> list[RolloutRecord]:
     """The records already in ``out`` when resuming (a torn last line cut off). Raises
     :class:`UsageError` if ``out`` holds rollouts and this is not a resume, or they are
     another run's."""
+    if out is None:
+        if resume:
+            raise UsageError("resuming needs the records file of the run to resume",
+                             hint="pass output=PATH (envhub eval -o PATH)")
+        return []
     if out.exists() and out.stat().st_size and not resume:
         raise UsageError(f"{out} already holds rollouts",
                          hint="pass --resume to continue that run, or choose another file with -o")
@@ -242,27 +370,134 @@ def _previous_records(plan: RolloutPlan, out: Path, resume: bool) -> list[dict[s
     records = read_records(out, repair=True)
     for record in records:
         for key in _IDENTITY:
-            if record.get(key) != plan.provenance.get(key):
+            if getattr(record, key) != plan.provenance.get(key):
                 raise UsageError(
-                    f"{out} holds rollouts of another run ({key} {record.get(key)!r}, "
+                    f"{out} holds rollouts of another run ({key} {getattr(record, key)!r}, "
                     f"this run has {plan.provenance.get(key)!r})",
                     hint="resume with the same environment, version, split and policy, or choose another -o")
     return records
 
 
-async def _append_records(plan: RolloutPlan, jobs: list[RolloutJob], out: Path, executor: Executor | None,
-                          on_record: Callable[[dict[str, Any]], None] | None) -> int:
-    executor = executor or make_executor("local")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    count = 0
-    # O_APPEND: a record is written with one write() call, so lines never interleave.
-    fd = os.open(out, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        async for record in executor.run(plan, jobs):
-            os.write(fd, orjson.dumps(record, option=orjson.OPT_APPEND_NEWLINE, default=str))
-            count += 1
+def new_records_file(directory: Path, name: str, version: str, split: str, policy: str) -> Path:
+    """A new, empty records file under ``directory``, created here so that no other run
+    (another one started in the same second) can take its name: the first free one of
+    ``NAMESPACE--NAME-VERSION/SPLIT.POLICY.STAMP.jsonl``, ``...STAMP-2.jsonl``, ... An
+    existing file is never reused."""
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", policy)
+    folder = directory / f"{name.replace('/', '--')}-{version}"
+    folder.mkdir(parents=True, exist_ok=True)
+    for n in itertools.count(1):
+        path = folder / f"{split}.{safe}.{stamp}{f'-{n}' if n > 1 else ''}.jsonl"
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+        except FileExistsError:
+            continue
+        return path
+    raise AssertionError("unreachable")  # itertools.count never ends
+
+
+@dataclass
+class Evaluation:
+    """A planned evaluation of ``policy`` on one split of a loaded environment: made by
+    :meth:`prepare`, played by :meth:`run`. ``remaining`` rollouts are to run, ``skipped``
+    are already in the output file (a resumed run)."""
+
+    rollouts: EvalRun | CurriculumRun
+    policy: Policy
+    output: Path | None
+    remaining: int
+    skipped: int
+    success_threshold: float = 1.0
+    #: Close the policy when the run ends, and the environment on :meth:`close` (they
+    #: were made for this evaluation).
+    close_policy: bool = False
+    close_env: bool = False
+
+    @classmethod
+    def prepare(cls, env: Any, policy: Policy, *, split: str, limit: int | None = None, rollouts_per_task: int = 1,
+                concurrency: int = 16, seed: int | None = None, output: Path | None = None,
+                output_dir: Path | None = None, resume: bool = False, curriculum: bool = False,
+                timeout_s: float | None = None, success_threshold: float = 1.0, executor: Executor,
+                force_self_judge: bool = False, close_policy: bool = False, close_env: bool = False) -> Evaluation:
+        """Plan the rollouts of ``policy`` on ``split`` of ``env``: the first ``limit``
+        tasks (all by default; shuffled by ``seed``) ``rollouts_per_task`` times each, or
+        with ``curriculum`` ``limit`` draws of the manifest's curriculum. Records go to
+        ``output``, else to a new file under ``output_dir``, else only into the result.
+
+        Raises :class:`UsageError` for a split the environment does not have, a
+        curriculum the manifest does not declare, an ``output`` that already holds
+        rollouts (unless ``resume``) or holds another run's, and the reference policy on
+        tasks without references."""
+        if curriculum and rollouts_per_task != 1:
+            raise UsageError("--curriculum draws each rollout's task itself; it takes no -k",
+                             hint="pass -n N for the number of draws")
+        drawer = _curriculum(env, split, seed, limit, success_threshold) if curriculum else None
+        tasks = env.tasks(split, seed=seed, limit=1 if drawer is not None else limit)
+        env.use_policy_model(policy.model, force_self_judge=force_self_judge)
+        if policy.name == "reference" and len(tasks):
+            # Refused before the run, not once per rollout: a served held-out split has no references here.
+            env.reference_actions(tasks[0])
+        provenance = {**env.provenance(), "policy": policy.name, "split": split}
+        if output is None and output_dir is not None:
+            output = new_records_file(output_dir, env.name, env.version, split, policy.name)
+        plan = RolloutPlan(env, policy, timeout_s=timeout_s or env.manifest.config.timeout_s,
+                           concurrency=concurrency, provenance=provenance)
+        run: EvalRun | CurriculumRun
+        if drawer is not None:
+            assert drawer.total is not None
+            run = CurriculumRun(plan, drawer, drawer.total, output, executor, resume=resume, run_seed=seed)
+            remaining = run.prepare()
+            skipped = drawer.total - remaining
+        else:
+            run = EvalRun(plan, plan_jobs(tasks, rollouts_per_task, seed), output, executor, resume=resume)
+            todo = run.prepare()
+            remaining, skipped = len(todo), len(run.jobs) - len(todo)
+        return cls(run, policy, output, remaining, skipped, success_threshold, close_policy, close_env)
+
+    async def run(self, on_record: OnRecord | None = None) -> EvalResult:
+        """Play the remaining rollouts, calling ``on_record`` with each record as it
+        finishes; write the summary beside the records file (``OUT.summary.json``)."""
+        failures: list[RolloutError] = []
+
+        def note(record: RolloutRecord) -> None:
+            if record.error is not None:
+                failures.append(record.error)
             if on_record is not None:
                 on_record(record)
-    finally:
-        os.close(fd)
-    return count
+
+        records = list(self.rollouts.previous)
+        sink = _Sink(self.output, records, note)
+        try:
+            ran = await self.rollouts.run(sink)
+        finally:
+            sink.close()
+            if self.close_policy:
+                await self.policy.aclose()
+        summary = summarize(records, success_threshold=self.success_threshold)
+        summary_path = self.output.with_name(self.output.name.removesuffix(".jsonl") + ".summary.json") \
+            if self.output is not None else None
+        result = EvalResult(summary, self.output, summary_path, records, ran, self.skipped, len(failures),
+                            failures[0] if failures else None)
+        if summary_path is not None:
+            summary_path.write_text(json.dumps(result.as_json(), indent=2) + "\n", encoding="utf-8")
+        return result
+
+    def close(self) -> None:
+        """Close the environment if it was loaded for this evaluation."""
+        if self.close_env:
+            self.rollouts.plan.env.close()
+
+
+def _curriculum(env: Any, split: str, seed: int | None, limit: int | None, success_threshold: float) -> Curriculum:
+    """The curriculum of ``env``'s manifest over ``split``, for ``limit`` draws (default: the
+    split's size). Raises UsageError when the manifest declares none."""
+    manifest = getattr(env, "manifest", None)
+    spec = manifest.config.curriculum if manifest is not None else None
+    if spec is None or spec.strategy == "none":
+        raise UsageError(f"{env.name} declares no curriculum", hint="add [config.curriculum] to its manifest, "
+                         "e.g. curriculum = { strategy = \"success-window\", window = 32, promote-at = 0.8 }")
+    if limit is None and env.splits[split].generated:
+        raise UsageError(f"--curriculum on the generated split {split!r} needs the number of draws", hint="pass -n N")
+    total = limit if limit is not None else len(env.tasks(split))
+    return Curriculum(env, split, spec, seed=seed, total=total, success_threshold=success_threshold)

@@ -1,0 +1,149 @@
+"""``envhub.evaluate``: roll out a policy on one split of an environment, in code.
+
+This is ``envhub eval`` as a function. It resolves what the command line names (an
+environment id or directory, a policy spec such as ``"reference"`` or ``"openai:MODEL"``, an
+executor name) through a :class:`envhub.context.Context`, and hands the rest to
+:class:`envhub.runtime.Evaluation`::
+
+    import envhub
+
+    result = envhub.evaluate("acme/sql-shop@1.2.0", "openai:gpt-4o-mini", split="dev", k=4,
+                             output="runs/dev.jsonl")
+    print(result.summary.mean_reward, result.summary.pass_at_k)
+    for record in result.records:
+        ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from envhub.context import Context
+
+if TYPE_CHECKING:
+    from envhub.runtime import Environment, EvalResult, Evaluation, Executor, RolloutRecord
+    from envhub.runtime.policies import Policy
+
+__all__ = ["aevaluate", "evaluate", "prepare_evaluation"]
+
+
+def evaluate(env: Environment | str | os.PathLike[str], policy: Policy | str, *, split: str, n: int | None = None,
+             k: int = 1, concurrency: int = 16, seed: int | None = None, output: str | os.PathLike[str] | None = None,
+             output_dir: str | os.PathLike[str] | None = None, resume: bool = False, curriculum: bool = False,
+             timeout_s: float | None = None, success_threshold: float = 1.0, executor: Executor | str = "local",
+             base_url: str | None = None, force_self_judge: bool = False, context: Context | None = None,
+             trust_code: bool = False, registry: str | None = None, with_heldout: bool = False,
+             offline: bool | None = None, on_record: Any = None) -> EvalResult:
+    """Roll out ``policy`` on ``split`` of ``env`` and return the typed result: the summary,
+    the records, where they were written, and how many rollouts ran, were skipped and failed.
+
+    ``env`` is a loaded :class:`envhub.Environment` (left open), or an id, directory or
+    served URL (loaded with ``context``, ``trust_code``, ``registry``, ``with_heldout`` and
+    ``offline``, and closed at the end). ``policy`` is a policy object (left open), or a spec
+    (``reference``, ``noop``, ``openai:MODEL`` with ``base_url``, ``python:MODULE:FUNC``, or
+    one a plugin provides). ``n`` tasks (default all; the first ``n`` after shuffling with
+    ``seed``), each played ``k`` times, ``concurrency`` at once, through ``executor``
+    (``"local"`` or one a plugin provides); with ``curriculum``, ``n`` draws of the manifest's
+    curriculum instead. Records are appended to ``output`` (``resume`` continues a run that
+    file holds), else to a new file under ``output_dir``, else kept only in the result.
+    ``on_record`` is called with each :class:`envhub.RolloutRecord` as it finishes.
+    ``context=None`` makes one for this call (:meth:`Context.create`).
+
+    Raises :class:`envhub.errors.UsageError` for a split, policy, executor or output that
+    cannot be used, and what loading raises (:class:`envhub.errors.EnvNotFoundError`,
+    :class:`envhub.errors.TrustError`, ...). Call :func:`aevaluate` from a running event loop.
+    """
+    evaluation = prepare_evaluation(
+        env, policy, split=split, n=n, k=k, concurrency=concurrency, seed=seed, output=output, output_dir=output_dir,
+        resume=resume, curriculum=curriculum, timeout_s=timeout_s, success_threshold=success_threshold,
+        executor=executor, base_url=base_url, force_self_judge=force_self_judge, context=context,
+        trust_code=trust_code, registry=registry, with_heldout=with_heldout, offline=offline)
+    try:
+        return asyncio.run(evaluation.run(on_record))
+    finally:
+        evaluation.close()
+
+
+async def aevaluate(env: Environment | str | os.PathLike[str], policy: Policy | str, *, split: str,
+                    **options: Any) -> EvalResult:
+    """:func:`evaluate` for a caller already inside an event loop (same arguments)."""
+    on_record = options.pop("on_record", None)
+    evaluation = prepare_evaluation(env, policy, split=split, **options)
+    try:
+        return await evaluation.run(on_record)
+    finally:
+        evaluation.close()
+
+
+def prepare_evaluation(env: Environment | str | os.PathLike[str], policy: Policy | str, *, split: str,
+                       n: int | None = None, k: int = 1, concurrency: int = 16, seed: int | None = None,
+                       output: str | os.PathLike[str] | None = None, output_dir: str | os.PathLike[str] | None = None,
+                       resume: bool = False, curriculum: bool = False, timeout_s: float | None = None,
+                       success_threshold: float = 1.0, executor: Executor | str = "local",
+                       base_url: str | None = None, force_self_judge: bool = False, context: Context | None = None,
+                       trust_code: bool = False, registry: str | None = None, with_heldout: bool = False,
+                       offline: bool | None = None) -> Evaluation:
+    """The planned :class:`envhub.runtime.Evaluation` that :func:`evaluate` runs, for a caller
+    that wants to see it first (``remaining``, ``skipped``, ``output``: the ``envhub eval``
+    progress bar and its Ctrl-C message). ``await evaluation.run()`` plays it, and
+    ``evaluation.close()`` closes an environment loaded here."""
+    from envhub.runtime import Evaluation, Executor, make_executor
+    from envhub.runtime.policies import make_policy
+
+    if context is None:
+        context = Context.create()
+    # Before loading: a wrong executor name fails fast.
+    runner = executor if isinstance(executor, Executor) else make_executor(executor, plugins=context.plugins)
+    loaded = isinstance(env, (str, os.PathLike))
+    environment = _load(env, context=context, trust_code=trust_code, registry=registry, with_heldout=with_heldout,
+                        offline=offline) if isinstance(env, (str, os.PathLike)) else env
+    made: Policy | None = None
+    try:
+        if isinstance(policy, str):
+            sampling = environment.manifest.config.sampling
+            made = make_policy(policy, base_url=base_url, max_connections=concurrency,
+                               sampling=sampling.model_dump(exclude_none=True, exclude_defaults=True) if sampling
+                               else None, settings=context.settings, plugins=context.plugins)
+        chosen = made if made is not None else policy
+        assert not isinstance(chosen, str)
+        evaluation = Evaluation.prepare(
+            environment, chosen, split=split, limit=n, rollouts_per_task=k, concurrency=concurrency,
+            seed=seed, output=Path(output) if output is not None else None,
+            output_dir=Path(output_dir) if output_dir is not None else None, resume=resume, curriculum=curriculum,
+            timeout_s=timeout_s, success_threshold=success_threshold, executor=runner,
+            force_self_judge=force_self_judge, close_policy=made is not None, close_env=loaded)
+    except BaseException:
+        if made is not None:
+            _close_now(made)
+        if loaded:
+            environment.close()
+        raise
+    return evaluation
+
+
+def _close_now(policy: Policy) -> None:
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        asyncio.run(policy.aclose())
+    else:
+        loop.create_task(policy.aclose())
+
+
+def _load(ref: str | os.PathLike[str], *, context: Context, trust_code: bool, registry: str | None,
+          with_heldout: bool, offline: bool | None) -> Environment:
+    if importlib.util.find_spec("envhub._load") is not None:
+        from envhub._load import load  # type: ignore[import-not-found, unused-ignore]
+
+        environment: Environment = load(ref, context=context, trust_code=trust_code, registry=registry,
+                                        with_heldout=with_heldout, offline=offline)
+        return environment
+    # Until the application layer's load lands: the runtime's, with this context's parts.
+    from envhub.runtime import load as runtime_load
+
+    return runtime_load(ref, trust_code=trust_code, registry=registry, with_heldout=with_heldout,
+                        offline=offline, settings=context.settings, plugins=context.plugins)
