@@ -97,6 +97,22 @@ class VerifierKind:
     options: type | str | None = None
     description: str = ""
 
+    def options_model(self) -> type | None:
+        """The pydantic model of the kind's options, importing it if ``options`` names it
+        as ``"module:Class"``. Raises what the import raises, and TypeError when the name
+        is not a class."""
+        if not isinstance(self.options, str):
+            return self.options
+        import importlib
+
+        module, _, attr = self.options.partition(":")
+        obj: Any = importlib.import_module(module)
+        for part in attr.split(".") if attr else ():
+            obj = getattr(obj, part)
+        if not isinstance(obj, type):
+            raise TypeError(f"{self.options} is a {type(obj).__name__}, not a model class")
+        return obj
+
 
 @dataclass(frozen=True)
 class HarnessProtocol:

@@ -16,7 +16,7 @@ from envhub.settings import Settings
 
 if TYPE_CHECKING:
     from envhub.bundle import BuiltBundle
-    from envhub.plugins import PluginManager
+    from envhub.lookup import PluginLookup
 
 __all__ = ["PullResult", "PushResult", "fetch", "materialize", "pull", "push"]
 
@@ -27,7 +27,7 @@ class PushResult:
     heldout_store: str | None
 
 
-def push(path: Path, registry: Registry, *, heldout_url: str | None, plugins: PluginManager) -> PushResult:
+def push(path: Path, registry: Registry, *, heldout_url: str | None, plugins: PluginLookup) -> PushResult:
     """Build the bundle at ``path`` and publish it; held-out archives go to the registry's
     own held-out store if it has one (the Hub's private companion repos), else to
     ``heldout_url``, never to the registry."""
@@ -53,7 +53,7 @@ def push(path: Path, registry: Registry, *, heldout_url: str | None, plugins: Pl
     return PushResult(result, store.where(bundle.name) if store is not None else None)
 
 
-def _check_path_dependencies(bundle: BuiltBundle, registry: Registry, out: str, plugins: PluginManager) -> None:
+def _check_path_dependencies(bundle: BuiltBundle, registry: Registry, out: str, plugins: PluginLookup) -> None:
     """The public manifest pins each path dependency to its directory's version, so that
     version must be in ``registry`` already, with the directory's content (else the bundle
     was checked with something nobody can pull). Raises EnvNotFoundError or
@@ -90,7 +90,7 @@ class PullResult:
 
 
 def resolve(ref: EnvRef, registry_url: str, cache: Cache, *, offline: bool, settings: Settings,
-            plugins: PluginManager) -> tuple[VersionEntry, str | None, Registry | None]:
+            plugins: PluginLookup) -> tuple[VersionEntry, str | None, Registry | None]:
     """Resolve ``ref`` to a version entry. An exact pin already in the cache needs no
     registry (versions are immutable); ``offline`` uses only what the cache remembers."""
     pinned = ref.pinned
@@ -121,7 +121,7 @@ def resolve(ref: EnvRef, registry_url: str, cache: Cache, *, offline: bool, sett
 
 def pull(ref_text: str, registry_url: str, settings: Settings, *, with_heldout: bool | Literal["if-any"] = False,
          heldout_url: str | None = None, offline: bool = False, locator: str | None = None,
-         plugins: PluginManager) -> PullResult:
+         plugins: PluginLookup) -> PullResult:
     """Resolve, fetch, verify and extract into the cache; return where it is.
 
     ``locator`` (from a lockfile) is the immutable place of the version's bytes (a Hub
@@ -139,7 +139,7 @@ def pull(ref_text: str, registry_url: str, settings: Settings, *, with_heldout: 
 
 def fetch(entry: VersionEntry, registry_url: str, settings: Settings, *, registry: Registry | None = None,
           with_heldout: bool | Literal["if-any"] = False, heldout_url: str | None = None, offline: bool = False,
-          cache: Cache | None = None, plugins: PluginManager) -> PullResult:
+          cache: Cache | None = None, plugins: PluginLookup) -> PullResult:
     """Make sure ``entry`` (already resolved: from an index, or a lockfile) is in the
     cache, verified against its digest; fetch it from ``registry_url`` if it is not.
 

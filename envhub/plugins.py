@@ -446,17 +446,8 @@ class PluginManager(pluggy.PluginManager):
 
 
 def options_model(kind: hookspecs.VerifierKind) -> type | None:
-    """The pydantic model of a verifier kind's options, importing it if the plugin named it
-    as ``"module:Class"``. Raises what the import raises."""
-    if not isinstance(kind.options, str):
-        return kind.options
-    module, _, attr = kind.options.partition(":")
-    obj: Any = importlib.import_module(module)
-    for part in attr.split(".") if attr else ():
-        obj = getattr(obj, part)
-    if not isinstance(obj, type):
-        raise TypeError(f"{kind.options} is a {type(obj).__name__}, not a model class")
-    return obj
+    """The pydantic model of a verifier kind's options (:meth:`VerifierKind.options_model`)."""
+    return kind.options_model()
 
 
 def _checked(hook: Hook, answer: Any) -> list[Any]:

@@ -17,7 +17,7 @@ from envhub.problems import Problem
 from envhub.tasks import SecretError, read_secret, sealed_seeds_bytes, sealed_seeds_path
 
 if TYPE_CHECKING:
-    from envhub.plugins import PluginManager
+    from envhub.lookup import PluginLookup
 
 __all__ = ["IGNORE_FILE", "BuiltBundle", "archive_stem", "build_bundle", "bundle_files", "public_manifest"]
 
@@ -50,7 +50,7 @@ def archive_stem(name: str, version: str) -> str:
 
 def public_manifest(manifest: Manifest, root: Path,
                     facts: Mapping[str, tuple[int | None, str | None]] | None = None, *,
-                    plugins: PluginManager | None = None) -> tuple[Manifest, list[tuple[str, bytes]]]:
+                    plugins: PluginLookup | None = None) -> tuple[Manifest, list[tuple[str, bytes]]]:
     """The manifest as a built bundle publishes it, and the files only its held-out archive holds.
 
     ``facts`` gives the row count and sha256 of split files (as validation found them), which
@@ -97,7 +97,7 @@ def public_manifest(manifest: Manifest, root: Path,
     return manifest.model_copy(update=update), sealed
 
 
-def build_bundle(root: str | Path, out_dir: str | Path, *, plugins: PluginManager) -> BuiltBundle:
+def build_bundle(root: str | Path, out_dir: str | Path, *, plugins: PluginLookup) -> BuiltBundle:
     """Validate the bundle at ``root`` and write its archives into ``out_dir``.
 
     Held-out split files go only into the held-out archive, and so do the keys of held-out

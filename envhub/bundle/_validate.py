@@ -30,7 +30,7 @@ from envhub.tasks import (
 from envhub.tasks import Needle, PublicFile, distinctive, find_leaks, regenerating_scripts
 
 if TYPE_CHECKING:
-    from envhub.plugins import PluginManager
+    from envhub.lookup import PluginLookup
 
 __all__ = ["BundleCheck", "SplitFacts", "validate_bundle"]
 
@@ -80,7 +80,7 @@ class BundleCheck:
 
 
 def validate_bundle(path: str | Path, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
-                    plugins: PluginManager) -> BundleCheck:
+                    plugins: PluginLookup) -> BundleCheck:
     """Validate the bundle at ``path`` (a directory, or its ``envhub.toml``). Names that are
     not built in (a plugin's verifier kind, task format, ...) are checked against ``plugins``
     (:func:`envhub.context.make_plugin_manager` makes one); a plugin's task format reads its files."""
@@ -154,7 +154,7 @@ def _secrets(root: Path, m: Manifest, check: BundleCheck, at) -> Iterator[tuple[
 
 
 def _heldout_leaks(root: Path, m: Manifest, keys: dict[str, bytes], shown,  # type: ignore[no-untyped-def]
-                   plugins: PluginManager) -> list[Problem]:
+                   plugins: PluginLookup) -> list[Problem]:
     """Held-out prompts, rows, distinctive answers and keys found in files the public archive
     would hold (errors), and public scripts that could make a held-out file again (warnings)."""
     splits = m.tasks.splits
@@ -218,7 +218,7 @@ def _answer_fields(m: Manifest) -> list[str]:
     return list(dict.fromkeys(out))
 
 
-def _rows(path: Path, format: str, plugins: PluginManager) -> Iterator[tuple[dict[str, Any], str | None]]:
+def _rows(path: Path, format: str, plugins: PluginLookup) -> Iterator[tuple[dict[str, Any], str | None]]:
     """The rows of a task file that validated, each with its JSONL line (None for other formats)."""
     if format == "jsonl":
         import orjson
@@ -282,7 +282,7 @@ def _required_fields(m: Manifest) -> tuple[list[str], list[str]]:
 
 
 def _splits(root: Path, m: Manifest, check: BundleCheck, shown, at, max_line_bytes: int,  # type: ignore[no-untyped-def]
-            plugins: PluginManager) -> Iterator[Problem]:
+            plugins: PluginLookup) -> Iterator[Problem]:
     fields, numeric = _required_fields(m)
     prompt = m.tasks.prompt_field
     read = None

@@ -20,7 +20,7 @@ from envhub.manifest._semantic import semantic_problems
 from envhub.problems import Problem
 
 if TYPE_CHECKING:
-    from envhub.plugins import PluginManager
+    from envhub.lookup import PluginLookup
 
 MANIFEST_FILENAME = "envhub.toml"
 _TOML_POSITION = re.compile(r"\s*\(at line (\d+), column (\d+)\)\s*$")
@@ -32,7 +32,7 @@ def _error(file: str, code: str, message: str, *, hint: str | None = None,
 
 
 def parse_manifest(source: str | bytes, *, file: str = MANIFEST_FILENAME,
-                   plugins: PluginManager | None = None) -> tuple[Manifest | None, list[Problem]]:
+                   plugins: PluginLookup | None = None) -> tuple[Manifest | None, list[Problem]]:
     """Parse and validate manifest text. Returns the manifest (``None`` if invalid) and
     every problem found; never raises for bad input.
 
@@ -74,7 +74,7 @@ def parse_manifest(source: str | bytes, *, file: str = MANIFEST_FILENAME,
 
 
 def validate_manifest_data(data: dict[str, Any], *, file: str = MANIFEST_FILENAME, text: str = "",
-                           plugins: PluginManager | None = None) -> tuple[Manifest | None, list[Problem]]:
+                           plugins: PluginLookup | None = None) -> tuple[Manifest | None, list[Problem]]:
     """Validate already-parsed manifest data (see :func:`parse_manifest`)."""
     over = limit_problems(data, file=file, text=text)
     if over:
@@ -125,7 +125,7 @@ def _field_loc(field: str) -> list[str | int]:
     return [int(index) if index else (quoted or plain) for quoted, plain, index in parts]
 
 
-def load_manifest(path: str | Path, *, plugins: PluginManager | None = None) -> Manifest:
+def load_manifest(path: str | Path, *, plugins: PluginLookup | None = None) -> Manifest:
     """Read ``envhub.toml`` (or the one inside a directory).
 
     Raises :class:`ManifestError` with every problem found. ``plugins`` as for

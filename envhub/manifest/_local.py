@@ -26,7 +26,7 @@ from envhub.manifest._models import Manifest
 from envhub.problems import Problem
 
 if TYPE_CHECKING:
-    from envhub.plugins import PluginManager
+    from envhub.lookup import PluginLookup
 
 __all__ = ["LocalDependency", "local_dependencies", "local_dependency_problems"]
 
@@ -47,7 +47,7 @@ class LocalDependency:
 
 
 def local_dependency_problems(manifest: Manifest, root: Path, *, file: str | None = None,
-                              plugins: PluginManager | None = None) -> tuple[dict[str, LocalDependency], list[Problem]]:
+                              plugins: PluginLookup | None = None) -> tuple[dict[str, LocalDependency], list[Problem]]:
     """The path dependencies of ``manifest`` (the bundle at ``root``) that are sound, and a
     problem for each that is not: a directory without a manifest, an invalid manifest
     (its own problems too), another environment's name, or a version outside ``version``.
@@ -93,7 +93,7 @@ def local_dependency_problems(manifest: Manifest, root: Path, *, file: str | Non
 
 
 def local_dependencies(manifest: Manifest, root: Path, *,
-                       plugins: PluginManager | None = None) -> dict[str, LocalDependency]:
+                       plugins: PluginLookup | None = None) -> dict[str, LocalDependency]:
     """The path dependencies of the bundle at ``root``, by name. Raises
     :class:`BundleError` with every problem if any is unsound."""
     found, problems = local_dependency_problems(manifest, root, plugins=plugins)

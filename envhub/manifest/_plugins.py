@@ -25,7 +25,7 @@ from envhub.manifest._models import HARNESS_PROTOCOLS, STATE_KINDS, TASK_FORMATS
 from envhub.problems import Problem
 
 if TYPE_CHECKING:
-    from envhub.plugins import PluginManager
+    from envhub.lookup import PluginLookup
 
 __all__ = ["OptionsModel", "plugin_problems"]
 
@@ -47,7 +47,7 @@ class OptionsModel(BaseModel):
 
 
 class _Check:
-    def __init__(self, data: Mapping[str, Any], file: str, text: str, plugins: PluginManager | None) -> None:
+    def __init__(self, data: Mapping[str, Any], file: str, text: str, plugins: PluginLookup | None) -> None:
         self.data = data
         self.file = file
         self.text = text
@@ -89,7 +89,7 @@ def _hint(value: str, installed: Sequence[str], what: str) -> str:
 
 
 def plugin_problems(data: Mapping[str, Any], *, file: str, text: str,
-                    plugins: PluginManager | None = None) -> list[Problem]:
+                    plugins: PluginLookup | None = None) -> list[Problem]:
     """Every problem with the names in ``data`` (a parsed manifest) that the built-in
     models leave to the plugins. Loads plugins only if such a name is used; with no
     ``plugins``, every such name is unknown."""
@@ -173,9 +173,7 @@ def _verifier(check: _Check, table: Mapping[str, Any], loc: tuple[str | int, ...
         yield check.problem(loc, field, f"unknown verifier kind {kind!r}", _hint(kind, installed, "verifier kind"))
         return
     try:
-        from envhub.plugins import options_model
-
-        model = options_model(found)
+        model = found.options_model()
     except Exception as e:
         yield check.problem(loc, field, f"the options model of verifier kind {kind!r} cannot be imported: "
                                         f"{type(e).__name__}: {e}", "this is a bug of the plugin that provides it",

@@ -100,7 +100,7 @@ def _user_loc(loc: Sequence[str | int]) -> tuple[tuple[str | int, ...], bool]:
 
 def _model_at(data: Any, loc: Sequence[str | int]) -> type[BaseModel] | None:
     """The model class that validates the table at ``loc`` (for listing its keys)."""
-    from envhub.manifest import _models
+    import envhub.manifest._models as _models
 
     kinds = {
         kind: cls
@@ -131,7 +131,7 @@ def _model_at(data: Any, loc: Sequence[str | int]) -> type[BaseModel] | None:
 
 
 def _unwrap(annotation: Any) -> Any:
-    from envhub.manifest import _models
+    import envhub.manifest._models as _models
 
     # pydantic moves Annotated's metadata into FieldInfo, so a field's annotation is the
     # bare Union; accept both spellings.
@@ -150,7 +150,7 @@ def _unwrap(annotation: Any) -> Any:
 
 
 def _item_type(annotation: Any) -> Any:
-    from envhub.manifest import _models
+    import envhub.manifest._models as _models
 
     if annotation == "criterion-union":
         return _models.Criterion

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from envhub.errors import UsageError
 
 if TYPE_CHECKING:
-    from envhub.plugins import PluginManager
+    from envhub.lookup import PluginLookup
     from envhub.project._project import LockResult, Project
     from envhub.settings import Settings
 
@@ -33,7 +33,7 @@ class EditResult:
     locked: LockResult
 
 
-def add_environment(project: Project, ref_text: str, settings: Settings, *, plugins: PluginManager,
+def add_environment(project: Project, ref_text: str, settings: Settings, *, plugins: PluginLookup,
                     registry: str | None = None, offline: bool = False,
                     prereleases: bool | None = None) -> EditResult:
     """``envhub add``: add ``ref_text`` (``acme/env`` or ``acme/env>=1.2,<2``) to the
@@ -55,7 +55,7 @@ def add_environment(project: Project, ref_text: str, settings: Settings, *, plug
     return EditResult(environments, added, locked)
 
 
-def remove_environment(project: Project, name: str, settings: Settings, *, plugins: PluginManager,
+def remove_environment(project: Project, name: str, settings: Settings, *, plugins: PluginLookup,
                        registry: str | None = None, offline: bool = False) -> EditResult:
     """``envhub remove``: drop ``name`` from the project's environments and relock; only
     if that succeeds write ``pyproject.toml`` and then ``envhub.lock``. The cache keeps
@@ -67,7 +67,7 @@ def remove_environment(project: Project, name: str, settings: Settings, *, plugi
     return EditResult(environments, name, locked)
 
 
-def _relock_and_write(project: Project, environments: list[str], settings: Settings, *, plugins: PluginManager,
+def _relock_and_write(project: Project, environments: list[str], settings: Settings, *, plugins: PluginLookup,
                       registry: str | None, offline: bool, prereleases: bool | None,
                       bare: str | None = None) -> tuple[list[str], LockResult]:
     """Resolve ``environments`` as the project's new list; only if that succeeds, write

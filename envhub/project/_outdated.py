@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from envhub.plugins import PluginManager
+    from envhub.lookup import PluginLookup
     from envhub.project._lockfile import Lockfile
     from envhub.project._project import Project
     from envhub.project._resolver import Requirement
@@ -41,7 +41,7 @@ class OutdatedEntry:
         return {"name": self.name, "locked": self.locked, "compatible": self.compatible, "latest": self.latest}
 
 
-def outdated(project: Project, lock: Lockfile, settings: Settings, *, plugins: PluginManager,
+def outdated(project: Project, lock: Lockfile, settings: Settings, *, plugins: PluginLookup,
              registry: str | None = None, offline: bool = False) -> list[OutdatedEntry]:
     """The environments in ``lock`` for which a version other than the locked one is
     the newest compatible or the newest published, sorted by name. Versions are looked

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envhub.errors import EnvhubError, ExitCode, IntegrityError, UsageError
+from envhub.lookup import PluginLookup
 from envhub.project._lockfile import (
     DEFAULT_SOURCE,
     LOCK_FILENAME,
@@ -30,7 +31,6 @@ from envhub.project._lockfile import (
     read_lock,
     write_lock,
 )
-from envhub.plugins import PluginManager
 from envhub.registry import VersionEntry
 from envhub.settings import Settings
 
@@ -173,7 +173,7 @@ class RegistryIndex:
     each registry. Registries are opened on first use, with ``plugins`` knowing their
     URL schemes."""
 
-    def __init__(self, urls: Sequence[str], settings: Settings, *, plugins: PluginManager,
+    def __init__(self, urls: Sequence[str], settings: Settings, *, plugins: PluginLookup,
                  offline: bool = False) -> None:
         from envhub.cache import Cache
 
@@ -263,7 +263,7 @@ class LockResult:
         return [(n, before.get(n), after.get(n)) for n in sorted({*before, *after}) if before.get(n) != after.get(n)]
 
 
-def resolve_project(project: Project, settings: Settings, *, plugins: PluginManager, upgrade: bool = False,
+def resolve_project(project: Project, settings: Settings, *, plugins: PluginLookup, upgrade: bool = False,
                     upgrade_packages: Sequence[str] = (), registry: str | None = None, offline: bool = False,
                     prereleases: bool | None = None, previous: Lockfile | None = None) -> tuple[Lockfile, Resolution]:
     """Resolve the project's requirements into a lock (not written), against
@@ -307,7 +307,7 @@ def resolve_project(project: Project, settings: Settings, *, plugins: PluginMana
     return lock, resolution
 
 
-def lock_project(project: Project, settings: Settings, *, plugins: PluginManager, upgrade: bool = False,
+def lock_project(project: Project, settings: Settings, *, plugins: PluginLookup, upgrade: bool = False,
                  upgrade_packages: Sequence[str] = (), registry: str | None = None, offline: bool = False,
                  prereleases: bool | None = None) -> LockResult:
     """``envhub lock``: :func:`resolve_project` against the existing lock, then write
@@ -328,7 +328,8 @@ def stale_reason(project: Project, lock: Lockfile) -> str | None:
     if sorted(lock.requires) != wanted:
         added = sorted(set(wanted) - set(lock.requires))
         removed = sorted(set(lock.requires) - set(wanted))
-        parts = ([f"added {', '.join(added)}"] if added else []) + ([f"removed {', '.join(removed)}"] if removed else [])
+        parts = [f"added {', '.join(added)}"] if added else []
+        parts += [f"removed {', '.join(removed)}"] if removed else []
         return f"{project.pyproject.name} changed since the lock was made ({'; '.join(parts)})"
     needed = project.specs()
     for env in lock.environments.values():
@@ -368,7 +369,7 @@ def read_project_lock(project: Project) -> Lockfile:
     return lock
 
 
-def sync_project(project: Project, settings: Settings, *, plugins: PluginManager, locked: bool = False,
+def sync_project(project: Project, settings: Settings, *, plugins: PluginLookup, locked: bool = False,
                  frozen: bool = False, offline: bool = False, registry: str | None = None,
                  with_heldout: bool = False, on_fetch: Callable[[LockedEnv], None] | None = None) -> SyncResult:
     """``envhub sync``: bring the lock up to date (unless ``frozen``; ``locked`` raises

@@ -19,7 +19,7 @@ from envhub.registry._config import RegistryConfig, load_registry_config
 if TYPE_CHECKING:
     from envhub.registry._fsspec import BlobStore, FsspecRegistry
     from envhub.registry._hf import HfRegistry
-    from envhub.plugins import PluginManager
+    from envhub.lookup import PluginLookup
     from envhub.registry._base import HeldoutStoreLike
     from envhub.settings import Settings
 
@@ -45,7 +45,7 @@ def _scheme(url: str) -> str:
     return url.split("://", 1)[0].lower() if "://" in url else "file"
 
 
-def open_registry(url: str, settings: Settings, *, plugins: PluginManager) -> Registry:
+def open_registry(url: str, settings: Settings, *, plugins: PluginLookup) -> Registry:
     """The registry at ``url``: ``hf://`` (the Hugging Face Hub), any fsspec URL, a plain
     directory path, or a scheme a plugin registered on ``plugins`` provides (the built-in
     plugin provides the first ones). ``settings`` gives the Hub's token and endpoint.
@@ -67,7 +67,7 @@ def open_registry(url: str, settings: Settings, *, plugins: PluginManager) -> Re
     return FsspecRegistry(url)
 
 
-def _plugin_schemes(plugins: PluginManager) -> str:
+def _plugin_schemes(plugins: PluginLookup) -> str:
     builtin = set(plugins.builtin_names("registry_backends"))
     extra = [f"{name}://" for name in plugins.names("registry_backends") if name not in builtin]
     return f" (installed plugins add: {', '.join(extra)})" if extra else ""

@@ -21,7 +21,7 @@ from envhub.runtime._episode import Episode
 from envhub.runtime._types import Message, Score, Task, Trajectory
 
 if TYPE_CHECKING:
-    from envhub.plugins import PluginManager
+    from envhub.lookup import PluginLookup
 
 __all__ = ["CompositeEnvironment", "apportion", "interleave"]
 
@@ -56,7 +56,7 @@ class CompositeEnvironment:
     each task routed to the child it came from. Make one with :func:`envhub.load`."""
 
     def __init__(self, manifest: Manifest, root: Path, children: Mapping[str, Environment | CompositeEnvironment], *,
-                 plugins: PluginManager, digest: str | None = None, source: str | None = None,
+                 plugins: PluginLookup, digest: str | None = None, source: str | None = None,
                  locator: str | None = None) -> None:
         self._plugins = plugins
         self.manifest = manifest

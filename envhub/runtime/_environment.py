@@ -20,8 +20,7 @@ from envhub.runtime._tools import Tool, make_tool
 from envhub.runtime._types import Message, Score, Task, Trajectory
 
 if TYPE_CHECKING:
-    from envhub.hookspecs import HarnessProtocol
-    from envhub.plugins import PluginManager
+    from envhub.lookup import PluginLookup
     from envhub.settings import Settings
 
 __all__ = ["DEFAULT_MAX_TURNS", "Environment", "SplitInfo"]
@@ -52,7 +51,7 @@ class Environment:
 
     def __init__(self, manifest: Manifest, root: Path, *, code: CodeSpace, heldout_root: Path | None = None,
                  digest: str | None = None, source: str | None = None, locator: str | None = None,
-                 settings: Settings, plugins: PluginManager) -> None:
+                 settings: Settings, plugins: PluginLookup) -> None:
         self._plugins = plugins
         self._settings = settings
         self.manifest = manifest
@@ -69,7 +68,7 @@ class Environment:
         self._harness = manifest.harness
         self._state_spec = manifest.state
         self._tool_error_rate = manifest.config.noise.tool_error_rate if manifest.config.noise else 0.0
-        self._protocol: HarnessProtocol = _protocol(plugins, self._harness.protocol)
+        self._protocol: Any = _protocol(plugins, self._harness.protocol)
         self.max_turns: int = self._protocol.max_turns or self._harness.max_turns or DEFAULT_MAX_TURNS
         self._tasks = TaskSource(manifest.tasks, root, heldout_root, self.name, code.load, plugins=plugins,
                                  params=manifest.config.params)
@@ -244,7 +243,7 @@ class Environment:
         return f"<Environment {self.name}@{self.version} from {self.source}>"
 
 
-def _protocol(plugins: PluginManager, name: str) -> HarnessProtocol:
+def _protocol(plugins: PluginLookup, name: str) -> Any:
     found = plugins.lookup("harness_protocols", name)
     if found is None:
         raise PluginError(f"unknown harness protocol {name!r}; known protocols: "
@@ -253,7 +252,7 @@ def _protocol(plugins: PluginManager, name: str) -> HarnessProtocol:
     return found  # type: ignore[no-any-return]
 
 
-def bundle_digest(root: Path, plugins: PluginManager) -> str:
+def bundle_digest(root: Path, plugins: PluginLookup) -> str:
     """The digest ``envhub push`` would publish for the bundle at ``root`` (by building it)."""
     import tempfile
 

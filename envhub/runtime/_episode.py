@@ -17,7 +17,7 @@ run of many episodes goes on.
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from envhub.errors import UsageError
 from envhub.runtime._state import StateHandle
@@ -25,9 +25,32 @@ from envhub.runtime._tools import Tool, ToolCallResult, unknown_tool
 from envhub.runtime._types import Action, Message, Observation, Score, StepResult, Task, Trajectory, as_assistant_message
 
 if TYPE_CHECKING:
-    from envhub.runtime._environment import Environment
+    from envhub.manifest import HarnessSection, StateSection
 
-__all__ = ["Episode"]
+__all__ = ["Episode", "EpisodeHost"]
+
+
+class EpisodeHost(Protocol):
+    """What an episode reads from the environment that runs it. The local
+    :class:`~envhub.runtime.Environment` is the implementation; the underscored members
+    are the harness's parts, which the environment holds today."""
+
+    max_turns: int
+    tools: list[Tool]
+    tool_specs: list[dict[str, Any]]
+    _harness: HarnessSection
+    _protocol: Any
+    _state_spec: StateSection
+    _tool_error_rate: float
+    _tools_by_name: dict[str, Tool]
+
+    def score(self, task: Task, completion_or_trajectory: Any, *, state: Any = None) -> Score: ...
+
+    async def ascore(self, task: Task, completion_or_trajectory: Any, *, state: Any = None) -> Score: ...
+
+    def _acquire_state(self, task: Task) -> StateHandle: ...
+
+    def _initial_messages(self, task: Task) -> list[Message]: ...
 
 _NOISE_ERROR = "Error: the tool is temporarily unavailable; try again"
 
@@ -43,7 +66,7 @@ class Episode:
     __slots__ = ("env", "task", "seed", "messages", "turns", "done", "score", "tool_errors",
                  "_state", "_started", "_rng", "_prompt_len", "truncated")
 
-    def __init__(self, env: Environment, task: Task, *, seed: int | None = None) -> None:
+    def __init__(self, env: EpisodeHost, task: Task, *, seed: int | None = None) -> None:
         self.env = env
         self.task = task
         self.seed = seed

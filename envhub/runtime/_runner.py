@@ -22,7 +22,7 @@ from envhub.errors import EnvhubError
 from envhub.runtime._types import Task
 
 if TYPE_CHECKING:
-    from envhub.plugins import PluginManager
+    from envhub.lookup import PluginLookup
     from envhub.runtime._environment import Environment
     from envhub.runtime.policies import Policy
 
@@ -167,7 +167,7 @@ class LocalExecutor(Executor):
             await asyncio.gather(*workers, return_exceptions=True)
 
 
-def make_executor(name: str = "local", *, plugins: PluginManager) -> Executor:
+def make_executor(name: str = "local", *, plugins: PluginLookup) -> Executor:
     """The executor registered as ``name`` (``local``, or one an installed plugin provides)
     in ``plugins``.
 

@@ -27,7 +27,7 @@ from envhub.manifest import StateSection
 from envhub.runtime._types import Task
 
 if TYPE_CHECKING:
-    from envhub.plugins import PluginManager
+    from envhub.lookup import PluginLookup
 
 __all__ = ["IN_MEMORY_LIMIT", "StateFactory", "StateHandle", "files_state", "make_state_factory", "python_state",
            "sqlite_state"]
@@ -148,7 +148,7 @@ def python_state(spec: StateSection, load_entry_point: Callable[[str], Any]) -> 
 
 
 def make_state_factory(spec: StateSection, root: Path, load_entry_point: Callable[[str], Any], *,
-                       plugins: PluginManager) -> StateFactory:
+                       plugins: PluginLookup) -> StateFactory:
     """The factory for ``[state]`` of the bundle at ``root``, from the state kind
     ``plugins`` provides, built-in ones included.
 

@@ -21,7 +21,7 @@ from envhub.runtime._types import Task
 from envhub.tasks import SecretError, json_hint, json_reason, heldout_seeds, parse_sealed_seeds, read_secret, sealed_seeds_path
 
 if TYPE_CHECKING:
-    from envhub.plugins import PluginManager
+    from envhub.lookup import PluginLookup
 
 __all__ = ["MAX_GROUPED_SEEDS", "GeneratedTasks", "TaskSource", "group_by_level", "read_jsonl"]
 
@@ -61,7 +61,7 @@ class TaskSource:
     the public bundle (``pull --with-heldout``)."""
 
     def __init__(self, spec: TasksSection, root: Path, heldout_root: Path | None, env_name: str,
-                 load_entry_point: Callable[[str], Any], *, plugins: PluginManager,
+                 load_entry_point: Callable[[str], Any], *, plugins: PluginLookup,
                  params: Mapping[str, Any] | None = None) -> None:
         self.spec = spec
         self._params = dict(params or {})

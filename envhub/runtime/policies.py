@@ -36,7 +36,7 @@ from envhub.runtime._chat import DEFAULT_BASE_URL, ChatClient, ChatResult
 from envhub.runtime._types import Action, Message, Observation, Task
 
 if TYPE_CHECKING:
-    from envhub.plugins import PluginManager
+    from envhub.lookup import PluginLookup
     from envhub.settings import Settings
 
 __all__ = [
@@ -363,7 +363,7 @@ def make_policy(
     timeout: float = 120.0,
     max_connections: int = 256,
     settings: Settings,
-    plugins: PluginManager,
+    plugins: PluginLookup,
 ) -> Policy:
     """The policy ``spec`` names: ``reference``, ``noop``, ``openai:MODEL``, ``python:module:func``,
     ``python:path/to/file.py:func``, or one an installed plugin provides (``NAME[:ARGUMENT]``),
@@ -389,7 +389,7 @@ def make_policy(
     return kind.make(argument, options)  # type: ignore[no-any-return]
 
 
-def _policy_order(plugins: PluginManager) -> list[str]:
+def _policy_order(plugins: PluginLookup) -> list[str]:
     """Built-in policies in the order they are documented, then plugins' by name."""
     builtin = plugins.builtin_names("policies")
     return builtin + [n for n in plugins.names("policies") if n not in builtin]

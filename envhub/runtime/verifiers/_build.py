@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Any
 from envhub.runtime.verifiers._base import Verifier, VerifierContext, VerifierError
 
 if TYPE_CHECKING:
-    from envhub.hookspecs import VerifierKind
-    from envhub.plugins import PluginManager
+    from envhub.lookup import PluginLookup
 
 __all__ = ["Factory", "build_verifier", "default_factories", "plugin_factories"]
 
@@ -23,7 +22,7 @@ __all__ = ["Factory", "build_verifier", "default_factories", "plugin_factories"]
 Factory = Callable[[Any, VerifierContext, Mapping[str, "Factory"]], Verifier]
 
 
-def default_factories(plugins: PluginManager) -> dict[str, Factory]:
+def default_factories(plugins: PluginLookup) -> dict[str, Factory]:
     """A new table of the built-in verifier kinds, as the built-in plugin registered on
     ``plugins`` provides them (a fresh dict: callers may add to it)."""
     return {name: plugins.lookup("verifier_kinds", name).factory for name in plugins.builtin_names("verifier_kinds")}
@@ -34,7 +33,7 @@ class _PluginFactories(Mapping[str, Factory]):
     is given the kind's options (validated with the plugin's options model), not the
     manifest's table; looking up a kind two plugins provide raises PluginConflictError."""
 
-    def __init__(self, plugins: PluginManager) -> None:
+    def __init__(self, plugins: PluginLookup) -> None:
         self._plugins = plugins
 
     def __getitem__(self, kind: str) -> Factory:
@@ -56,21 +55,19 @@ def _is_builtin_spec(kind: str) -> bool:
     return kind in VERIFIER_KINDS
 
 
-def _with_options(kind: VerifierKind) -> Factory:
+def _with_options(kind: Any) -> Factory:
     def factory(spec: Any, ctx: VerifierContext, factories: Mapping[str, Factory]) -> Verifier:
         return kind.factory(plugin_options(kind, spec), ctx, factories)
 
     return factory
 
 
-def plugin_options(kind: VerifierKind, spec: Any) -> Any:
+def plugin_options(kind: Any, spec: Any) -> Any:
     """The options a plugin kind's factory is given: its options model validated from the
     manifest table's options, or those options as a dict. Raises VerifierError when they
     do not validate (the manifest was not validated with this plugin installed)."""
-    from envhub.plugins import options_model
-
     options = spec.options if hasattr(spec, "options") else dict(spec)
-    model = options_model(kind)
+    model = kind.options_model()
     if model is None:
         return dict(options)
     from pydantic import ValidationError
@@ -82,13 +79,13 @@ def plugin_options(kind: VerifierKind, spec: Any) -> Any:
                             hint="run 'envhub validate' on the bundle") from e
 
 
-def plugin_factories(plugins: PluginManager) -> Mapping[str, Factory]:
+def plugin_factories(plugins: PluginLookup) -> Mapping[str, Factory]:
     """The factories of every verifier kind ``plugins`` provides, built-in ones included."""
     return _PluginFactories(plugins)
 
 
 def build_verifier(spec: Any, ctx: VerifierContext, *, factories: Mapping[str, Factory] | None = None,
-                   plugins: PluginManager | None = None) -> Verifier:
+                   plugins: PluginLookup | None = None) -> Verifier:
     """The verifier for ``spec`` (a ``[verifier]`` model or a rubric criterion model), made
     by the factory of its kind in ``factories``, else in ``plugins`` (default: this
     process's plugin manager).
