@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from rich.tree import Tree
 
     from envhub.context import Context
-    from envhub.project import LockResult, Lockfile, Project, PythonReport, TreeNode
+    from envhub.project import Lockfile, LockResult, Project, PythonReport, TreeNode
 
 _PRERELEASE = click.option("--prerelease/--no-prerelease", "prereleases", default=None,
                            help="Allow pre-release versions (default: as the lock says; off for a new lock).")
@@ -260,8 +260,8 @@ def _branch(parent: Tree, node: TreeNode, seen: set[str]) -> None:
 def outdated(registry: str | None, offline: bool, as_json: bool) -> None:
     """List locked environments with newer versions: the newest that fits every
     requirement on it (what 'envhub lock --upgrade' would pick) and the newest published."""
-    from envhub.project import read_project_lock
     from envhub.project import outdated as find_outdated
+    from envhub.project import read_project_lock
 
     ctx, project, offline = _context(offline)
     lock = read_project_lock(project)

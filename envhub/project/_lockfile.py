@@ -53,9 +53,11 @@ class LockedEnv:
 
     @property
     def ref(self) -> str:
+        """``name@version``."""
         return f"{self.name}@{self.version}"
 
     def dependency_names(self) -> list[str]:
+        """The names of its ``dependencies``, in their order."""
         return [_requirement_name(r) for r in self.dependencies]
 
 
@@ -170,6 +172,8 @@ def read_lock(path: Path) -> Lockfile | None:
 
 
 def loads(text: str, *, path: Path | str = LOCK_FILENAME) -> Lockfile:
+    """The lock in ``text``; :class:`LockError` naming ``path``, the field and the fix for
+    anything malformed, and for a newer ``lock-version`` than this envhub reads."""
     from envhub import _toml
 
     try:

@@ -45,7 +45,9 @@ class Index(Protocol):
     """Where candidates come from: every published version of a name, oldest first,
     yanked ones included, empty for an unknown name."""
 
-    def versions(self, name: str) -> Sequence[VersionEntry]: ...
+    def versions(self, name: str) -> Sequence[VersionEntry]:
+        """Every published version of ``name``, oldest first; empty for an unknown name."""
+        ...
 
     def describe(self) -> str:
         """Where names are looked up, for messages ("the registry at ...")."""
@@ -133,6 +135,7 @@ class Resolution:
     dependencies: dict[str, list[str]]
 
     def roots(self) -> list[str]:
+        """The names the requirements asked for directly, sorted."""
         return sorted({r.name for r in self.requirements})
 
 
