@@ -1,7 +1,8 @@
 """The plugin manager, in process: hooks, built-ins registered through them, conflicts,
 failure isolation, manifests with plugin kinds, and installed environments.
 
-Plugins here are objects registered by hand on a ``PluginManager(autoload=False)``; the
+Plugins here are objects registered by hand on a manager from
+``make_plugin_manager(autoload=False)`` (envhub's built-ins and nothing installed); the
 same paths through real, pip-installed distributions are in tests/test_plugin_dists.py.
 """
 
@@ -19,11 +20,13 @@ import pytest
 from pydantic import Field
 
 from envhub import hookimpl
+from envhub.context import Context, make_plugin_manager
 from envhub.errors import PluginConflictError, PluginError
 from envhub.hookspecs import EnvironmentPackage, HarnessProtocol, StateKind, VerifierKind
 from envhub.manifest import OptionsModel, parse_manifest
 from envhub.plugins import HOOKS, PluginManager
 from envhub.runtime import Score, Task, Trajectory
+from envhub.settings import load_settings
 from envhub.runtime.verifiers import Verifier, VerifierContext, VerifierError, build_verifier, default_factories
 
 BASE = """\
@@ -67,7 +70,7 @@ class OtherLengthPlugin:
 
 @pytest.fixture
 def pm() -> PluginManager:
-    manager = PluginManager(autoload=False)
+    manager = make_plugin_manager(autoload=False)
     manager.register(LengthPlugin(), name="length")
     return manager
 
@@ -76,7 +79,7 @@ def ctx() -> VerifierContext:
     def no_code(entry_point: str) -> Any:
         raise AssertionError("no bundle code here")
 
-    return VerifierContext(root=Path("."), load_entry_point=no_code)
+    return VerifierContext(root=Path("."), load_entry_point=no_code, settings=load_settings())
 
 
 # --- built-ins go through the hooks ------------------------------------------------------------
@@ -85,8 +88,9 @@ def ctx() -> VerifierContext:
 def test_every_built_in_kind_is_registered_through_the_hooks() -> None:
     from envhub.manifest import HARNESS_PROTOCOLS, STATE_KINDS, TASK_FORMATS, VERIFIER_KINDS
 
-    registers = PluginManager(autoload=False).registered_by("envhub-rl")
-    assert registers["verifier_kinds"] == sorted(VERIFIER_KINDS) == sorted(default_factories())
+    pm = make_plugin_manager(autoload=False)
+    registers = pm.registered_by("envhub-rl")
+    assert registers["verifier_kinds"] == sorted(VERIFIER_KINDS) == sorted(default_factories(pm))
     assert registers["harness_protocols"] == sorted(HARNESS_PROTOCOLS)
     assert registers["state_kinds"] == sorted(STATE_KINDS)
     assert registers["task_formats"] == sorted(TASK_FORMATS)
@@ -97,12 +101,30 @@ def test_every_built_in_kind_is_registered_through_the_hooks() -> None:
 
 
 def test_built_in_names_are_answered_without_loading_plugins() -> None:
-    pm = PluginManager()
+    pm = make_plugin_manager()
     assert pm.lookup("verifier_kinds", "exact-match").name == "exact-match"
     assert pm.lookup("registry_backends", "file").name == "file"
     assert not pm.loaded
     assert pm.lookup("verifier_kinds", "no-such-kind") is None
     assert pm.loaded
+
+
+def test_the_composition_root_registers_the_built_ins_and_a_bare_manager_has_none() -> None:
+    bare = PluginManager(autoload=False)
+    assert bare.lookup("verifier_kinds", "exact-match") is None
+    assert bare.builtin_names("verifier_kinds") == []
+    made = make_plugin_manager(autoload=False)
+    assert made.lookup("verifier_kinds", "exact-match").name == "exact-match"
+    assert made is not make_plugin_manager(autoload=False)
+
+
+def test_two_contexts_have_independent_plugin_managers() -> None:
+    first, second = Context.create(autoload=False), Context.create(autoload=False)
+    assert first.plugins is not second.plugins
+    first.plugins.register(LengthPlugin(), name="length")
+    assert first.plugins.lookup("verifier_kinds", "length") is not None
+    assert second.plugins.lookup("verifier_kinds", "length") is None
+    assert second.plugins.lookup("verifier_kinds", "exact-match").name == "exact-match"
 
 
 def test_a_plugin_cannot_replace_a_built_in_kind() -> None:
@@ -111,9 +133,9 @@ def test_a_plugin_cannot_replace_a_built_in_kind() -> None:
         def envhub_verifier_kinds(self) -> list[VerifierKind]:
             return [VerifierKind("exact-match", lambda *a: None)]
 
-    pm = PluginManager(autoload=False)
+    pm = make_plugin_manager(autoload=False)
     pm.register(Impostor(), name="impostor")
-    assert pm.lookup("verifier_kinds", "exact-match").factory is default_factories()["exact-match"]
+    assert pm.lookup("verifier_kinds", "exact-match").factory is default_factories(pm)["exact-match"]
     [conflict] = pm.conflicts()
     assert conflict.builtin_wins
     assert conflict.message() == ("verifier kind 'exact-match' is built into envhub; plugin 'impostor' also "
@@ -225,7 +247,7 @@ def test_a_plugin_kind_as_a_rubric_criterion(pm: PluginManager) -> None:
 def test_unknown_protocol_state_and_format_keep_their_messages() -> None:
     text = BASE.replace("[tasks]\n", '[tasks]\nformat = "csv"\n') + (
         '[harness]\nprotocol = "multiturn"\n\n[verifier]\nkind = "exact-match"\n\n[state]\nkind = "postgres"\n')
-    _, problems = parse_manifest(text, plugins=PluginManager(autoload=False))
+    _, problems = parse_manifest(text, plugins=make_plugin_manager(autoload=False))
     assert [(p.field, p.message) for p in problems] == [
         ("tasks.format", "'csv' is not one of 'jsonl', 'parquet', 'generator', 'mixture'"),
         ("harness.protocol", "'multiturn' is not one of 'single-turn', 'multi-turn', 'tool-use'"),
@@ -241,7 +263,7 @@ def test_a_plugin_protocol_that_runs_no_tools_refuses_tools() -> None:
         def envhub_harness_protocols(self) -> list[HarnessProtocol]:
             return [HarnessProtocol("quiz", max_turns=3)]
 
-    pm = PluginManager(autoload=False)
+    pm = make_plugin_manager(autoload=False)
     pm.register(Quiz(), name="quiz")
     text = BASE + '[harness]\nprotocol = "quiz"\ntools = ["t:f"]\n\n[verifier]\nkind = "exact-match"\n'
     _, problems = parse_manifest(text, plugins=pm)
@@ -254,7 +276,7 @@ def test_a_plugin_protocol_that_runs_no_tools_refuses_tools() -> None:
 def test_building_a_kind_no_plugin_provides_says_so(pm: PluginManager) -> None:
     manifest, _ = parse_manifest(BASE + '[verifier]\nkind = "length"\n', plugins=pm)
     with pytest.raises(VerifierError) as e:
-        build_verifier(manifest.verifier, ctx(), plugins=PluginManager(autoload=False))
+        build_verifier(manifest.verifier, ctx(), plugins=make_plugin_manager(autoload=False))
     assert e.value.message.startswith("unknown verifier kind 'length'; known kinds: code-tests, exact-match")
     assert e.value.hint == "install the plugin that provides it ('envhub plugins' lists what is installed)"
 
@@ -316,14 +338,15 @@ def test_load_finds_an_environment_a_plugin_provides(tmp_path: Path) -> None:
         def envhub_environments(self) -> list[EnvironmentPackage]:
             return [EnvironmentPackage("acme/words", root, "acme-words", "0.1", "1.2.0")]
 
-    pm = PluginManager(autoload=False)
+    pm = make_plugin_manager(autoload=False)
     pm.register(Provider(), name="provider")
-    env = envhub.load("acme/words", plugins=pm, offline=True)
+    context = Context.create(plugins=pm)
+    env = envhub.load("acme/words", context=context, offline=True)
     assert (env.name, env.version, env.source) == ("acme/words", "1.2.0",
                                                    f"acme/words installed by acme-words 0.1 at {root}")
-    assert envhub.load("acme/words>=1.2", plugins=pm, offline=True).root == root
+    assert envhub.load("acme/words>=1.2", context=context, offline=True).root == root
     with pytest.raises(envhub.EnvNotFoundError):  # a version the package does not have: the registry's
-        envhub.load("acme/words@2.0.0", plugins=pm, offline=True)
+        envhub.load("acme/words@2.0.0", context=context, offline=True)
 
     class Rival:
         @hookimpl
@@ -332,7 +355,7 @@ def test_load_finds_an_environment_a_plugin_provides(tmp_path: Path) -> None:
 
     pm.register(Rival(), name="rival")
     with pytest.raises(PluginConflictError) as e:
-        envhub.load("acme/words", plugins=pm, offline=True)
+        envhub.load("acme/words", context=context, offline=True)
     assert e.value.message == "environment 'acme/words' is provided by 2 plugins: acme-words 0.1 and rival-words 9.9"
 
 
@@ -344,10 +367,10 @@ def test_a_broken_environment_entry_is_an_error_when_used(tmp_path: Path) -> Non
         def envhub_environments(self) -> list[EnvironmentPackage]:
             return [EnvironmentPackage("acme/gone", None, "acme-gone", "1.0", error="package 'gone' is not installed")]
 
-    pm = PluginManager(autoload=False)
+    pm = make_plugin_manager(autoload=False)
     pm.register(Broken(), name="broken")
     with pytest.raises(PluginError) as e:
-        envhub.load("acme/gone", plugins=pm, offline=True)
+        envhub.load("acme/gone", context=Context.create(plugins=pm), offline=True)
     assert e.value.message == ("the installed environment acme/gone (acme-gone 1.0) cannot be used: "
                                "package 'gone' is not installed")
     assert [(b.name, b.what) for b in pm.broken] == [("acme/gone", "environment")]
