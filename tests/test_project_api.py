@@ -208,8 +208,10 @@ def test_add_and_remove_write_only_what_resolves(tmp_path: Path, ctx: Context) -
     assert added.locked.changes() == [("acme/a", None, "1.0.0")] and added.locked.written
     assert '"acme/a>=1.0.0"' in project.pyproject.read_text()
     assert read_project_lock(project).requires == ["acme/a>=1.0.0"]
+    assert added.project == find_project(project.root) and project.environments == []  # the old one: unchanged
+    project = added.project
+    assert not lock_project(project, ctx.settings, plugins=ctx.plugins).written  # the edit left nothing to relock
 
-    project = make_project(tmp_path, ["acme/a>=1.0.0"])
     before = project.pyproject.read_bytes(), project.lock_path.read_bytes()
     with pytest.raises(ResolutionError, match="acme/nope is not in the embedded registry"):
         add_environment(project, "acme/nope", ctx.settings, plugins=ctx.plugins)
@@ -218,7 +220,7 @@ def test_add_and_remove_write_only_what_resolves(tmp_path: Path, ctx: Context) -
     with pytest.raises(UsageError, match=r"acme/b is not in \[tool.envhub\] environments of .* \(listed: acme/a\)"):
         remove_environment(project, "acme/b", ctx.settings, plugins=ctx.plugins)
     removed = remove_environment(project, "acme/a", ctx.settings, plugins=ctx.plugins)
-    assert removed.entry == "acme/a" and removed.environments == []
+    assert removed.entry == "acme/a" and removed.environments == [] and removed.project.environments == []
     assert removed.locked.changes() == [("acme/a", "1.0.0", None)] and read_project_lock(project).environments == {}
 
 

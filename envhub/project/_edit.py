@@ -25,6 +25,9 @@ __all__ = ["EditResult", "add_environment", "remove_environment", "with_environm
 class EditResult:
     """What :func:`add_environment` or :func:`remove_environment` wrote."""
 
+    #: The project as now written: use it from here on (the one passed in still holds
+    #: the old list of environments).
+    project: Project
     #: ``[tool.envhub] environments`` as now written.
     environments: list[str]
     #: The entry added, as written (``acme/shop>=1.2.0``), or the name removed.
@@ -52,7 +55,7 @@ def add_environment(project: Project, ref_text: str, settings: Settings, *, plug
                                              settings, plugins=plugins, registry=registry, offline=offline,
                                              prereleases=prereleases, bare=bare)
     added = next(e for e in environments if parse_requirement(e).name == requirement.name)
-    return EditResult(environments, added, locked)
+    return EditResult(_written(project, environments), environments, added, locked)
 
 
 def remove_environment(project: Project, name: str, settings: Settings, *, plugins: PluginLookup,
@@ -64,7 +67,12 @@ def remove_environment(project: Project, name: str, settings: Settings, *, plugi
     environments = without_environment(project.environments, name, project.pyproject)
     environments, locked = _relock_and_write(project, environments, settings, plugins=plugins, registry=registry,
                                              offline=offline, prereleases=None)
-    return EditResult(environments, name, locked)
+    return EditResult(_written(project, environments), environments, name, locked)
+
+
+def _written(project: Project, environments: list[str]) -> Project:
+    """``project`` as it reads once ``environments`` is written to its pyproject.toml."""
+    return replace(project, environments=environments, table={**project.table, "environments": environments})
 
 
 def _relock_and_write(project: Project, environments: list[str], settings: Settings, *, plugins: PluginLookup,
