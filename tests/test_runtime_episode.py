@@ -345,8 +345,13 @@ def test_broken_bundle_code_is_a_bundle_error(tmp_path: Path) -> None:
 
 
 def test_load_errors(tmp_path: Path) -> None:
-    with pytest.raises(UsageError, match=r"'Not An Id' is neither a bundle directory nor an environment id"):
+    # A word with no "/" is a path (an id always has a namespace); one with a "/" that is no
+    # valid id is neither.
+    with pytest.raises(UsageError) as e:
         envhub.load("Not An Id")
+    assert e.value.message == "Not An Id: no such bundle directory"
+    with pytest.raises(UsageError, match=r"'acme/Not An Id' is neither a bundle directory nor an environment id"):
+        envhub.load("acme/Not An Id")
     with pytest.raises(UsageError, match="no such bundle directory"):
         envhub.load(tmp_path / "missing")
     with pytest.raises(EnvNotFoundError):
