@@ -29,9 +29,11 @@ if TYPE_CHECKING:
     from envhub.ids import EnvName, EnvRef, parse_name, parse_ref
     from envhub.manifest import Manifest, dump_manifest, load_manifest, parse_manifest
     from envhub.registry import Registry, VersionEntry, open_registry
+    from envhub._evaluate import evaluate
     from envhub._load import load
     from envhub.context import Context
     from envhub.runtime import Environment, Episode, Observation, Score, StepResult, Task, Trajectory
+    from envhub.runtime import EvalResult, EvalSummary, RolloutRecord
 
 _WHERE = {
     "BuiltBundle": "envhub.bundle", "BundleCheck": "envhub.bundle", "build_bundle": "envhub.bundle",
@@ -45,7 +47,9 @@ _WHERE = {
     "Registry": "envhub.registry", "VersionEntry": "envhub.registry", "open_registry": "envhub.registry",
     "Environment": "envhub.runtime", "Episode": "envhub.runtime", "Observation": "envhub.runtime",
     "Score": "envhub.runtime", "StepResult": "envhub.runtime", "Task": "envhub.runtime",
-    "Trajectory": "envhub.runtime", "load": "envhub._load", "Context": "envhub.context",
+    "Trajectory": "envhub.runtime", "load": "envhub._load",
+    "evaluate": "envhub._evaluate", "EvalResult": "envhub.runtime", "EvalSummary": "envhub.runtime",
+    "RolloutRecord": "envhub.runtime", "Context": "envhub.context",
     "TrustError": "envhub.errors", "PolicyError": "envhub.errors",
     "hookimpl": "envhub.hookspecs",
 }

@@ -17,7 +17,6 @@ executor name) through a :class:`envhub.context.Context`, and hands the rest to
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -136,14 +135,8 @@ def _close_now(policy: Policy) -> None:
 
 def _load(ref: str | os.PathLike[str], *, context: Context, trust_code: bool, registry: str | None,
           with_heldout: bool, offline: bool | None) -> Environment:
-    if importlib.util.find_spec("envhub._load") is not None:
-        from envhub._load import load  # type: ignore[import-not-found, unused-ignore]
+    from envhub._load import load
 
-        environment: Environment = load(ref, context=context, trust_code=trust_code, registry=registry,
-                                        with_heldout=with_heldout, offline=offline)
-        return environment
-    # Until the application layer's load lands: the runtime's, with this context's parts.
-    from envhub.runtime import load as runtime_load
-
-    return runtime_load(ref, trust_code=trust_code, registry=registry, with_heldout=with_heldout,
-                        offline=offline, settings=context.settings, plugins=context.plugins)
+    environment: Environment = load(ref, context=context, trust_code=trust_code, registry=registry,
+                                    with_heldout=with_heldout, offline=offline)
+    return environment

@@ -187,10 +187,12 @@ class EvalResult:
     summary: EvalSummary
     output: Path | None
     summary_path: Path | None
-    records: list[RolloutRecord]
-    ran: int
-    skipped: int
-    failed: int
+    #: Not in the repr: asyncio formats a finished task's result on the way out of asyncio.run,
+    #: and the repr of 100,000 records costs seconds.
+    records: list[RolloutRecord] = field(repr=False)
+    ran: int = 0
+    skipped: int = 0
+    failed: int = 0
     #: The error of the first rollout of this run to fail, in the order they finished.
     first_error: RolloutError | None = None
 

@@ -211,7 +211,7 @@ def _parse_line(path: Path, number: int, line: bytes) -> RolloutRecord:
     try:
         raw = orjson.loads(line)
     except orjson.JSONDecodeError as e:
-        raise UsageError(f"{path}: line {number} is not a rollout record ({e})",
+        raise UsageError(f"{path}: line {number} is not a rollout record (not JSON: {e})",
                          hint="pass a new -o file, or remove the broken line") from None
     if not isinstance(raw, dict):
         raise UsageError(f"{path}: line {number} is not a rollout record (not a JSON object)",
