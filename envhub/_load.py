@@ -246,7 +246,7 @@ def _children(manifest: Manifest, root: Path, context: Context, *, trust_code: b
             entries[name] = locked_entry(locked[0], settings)
     missing = [Requirement(n, parse_specifier(specs[n])) for n in sorted(used - set(local)) if n not in entries]
     if missing:
-        index = RegistryIndex(registry_urls(context.project, settings), settings, offline=offline)
+        index = RegistryIndex(registry_urls(context.project, settings), settings, plugins=plugins, offline=offline)
         pins = resolve(missing, index).pins
         entries.update({r.name: pins[r.name] for r in missing})
     for name, entry in entries.items():
