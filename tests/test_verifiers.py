@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from envhub.context import make_plugin_manager
 from envhub.errors import TrustError
 from envhub.manifest import (
     CodeTestsCriterion,
@@ -35,6 +36,11 @@ from envhub.runtime.verifiers import (
     extract_number,
     parse_json_answer,
 )
+from envhub.settings import load_settings
+
+#: envhub's built-in kinds, nothing installed; settings that name no real home.
+PLUGINS = make_plugin_manager(autoload=False)
+SETTINGS = load_settings({"ENVHUB_HOME": "/nonexistent/envhub-home", "ENVHUB_CACHE": "/nonexistent/envhub-cache"})
 
 
 def task(tid: str = "t1", **data: Any) -> Task:
@@ -45,11 +51,11 @@ def untrusted(entry_point: str) -> Any:
     raise TrustError(f"environment code {entry_point!r} is not trusted", hint="pass trust_code=True")
 
 
-CTX = VerifierContext(root=Path("."), load_entry_point=untrusted)
+CTX = VerifierContext(root=Path("."), load_entry_point=untrusted, settings=SETTINGS)
 
 
 def score(spec: Any, t: Task, completion: str | list[dict[str, Any]], ctx: VerifierContext = CTX) -> Score:
-    return build_verifier(spec, ctx).score(t, Trajectory.of(completion))
+    return build_verifier(spec, ctx, plugins=PLUGINS).score(t, Trajectory.of(completion))
 
 
 # --- exact-match -------------------------------------------------------------------------
@@ -285,7 +291,7 @@ def bundle(tmp_path: Path, source: str) -> VerifierContext:
         spec.loader.exec_module(module)
         return getattr(module, attr)
 
-    return VerifierContext(root=root, load_entry_point=load)
+    return VerifierContext(root=root, load_entry_point=load, settings=SETTINGS)
 
 
 PYTHON_SOURCE = """
@@ -352,7 +358,7 @@ PYTHON_OK = [
 def test_python_verifier(tmp_path: Path, func: str, completion: str, state: Any, reward: float,
                          breakdown: dict[str, float]) -> None:
     ctx = bundle(tmp_path, PYTHON_SOURCE)
-    verifier = build_verifier(PythonVerifier(kind="python", entry_point=f"verify:{func}"), ctx)
+    verifier = build_verifier(PythonVerifier(kind="python", entry_point=f"verify:{func}"), ctx, plugins=PLUGINS)
     t = task(answer="42")
     result = verifier.score(t, Trajectory.of(completion), state=state)
     assert (result.reward, dict(result.breakdown)) == (reward, breakdown)
@@ -361,7 +367,7 @@ def test_python_verifier(tmp_path: Path, func: str, completion: str, state: Any,
 
 
 def test_python_verifier_sees_trajectory(tmp_path: Path) -> None:
-    verifier = build_verifier(PythonVerifier(kind="python", entry_point="verify:tool_calls"), bundle(tmp_path, PYTHON_SOURCE))
+    verifier = build_verifier(PythonVerifier(kind="python", entry_point="verify:tool_calls"), bundle(tmp_path, PYTHON_SOURCE), plugins=PLUGINS)
     call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
     messages = [{"role": "assistant", "content": None, "tool_calls": [call, call]}, {"role": "assistant", "content": "done"}]
     assert verifier.score(task(), Trajectory.of(messages)).reward == 0.5
@@ -382,14 +388,14 @@ PYTHON_ERRORS = [
 
 @pytest.mark.parametrize(("func", "message"), [c[1:] for c in PYTHON_ERRORS], ids=[c[0] for c in PYTHON_ERRORS])
 def test_python_verifier_bad_results_are_errors(tmp_path: Path, func: str, message: str) -> None:
-    verifier = build_verifier(PythonVerifier(kind="python", entry_point=f"verify:{func}"), bundle(tmp_path, PYTHON_SOURCE))
+    verifier = build_verifier(PythonVerifier(kind="python", entry_point=f"verify:{func}"), bundle(tmp_path, PYTHON_SOURCE), plugins=PLUGINS)
     with pytest.raises(VerifierError) as e:
         verifier.score(task(), Trajectory.of("x"))
     assert e.value.message == message
 
 
 def test_python_verifier_exception_propagates(tmp_path: Path) -> None:
-    verifier = build_verifier(PythonVerifier(kind="python", entry_point="verify:raises"), bundle(tmp_path, PYTHON_SOURCE))
+    verifier = build_verifier(PythonVerifier(kind="python", entry_point="verify:raises"), bundle(tmp_path, PYTHON_SOURCE), plugins=PLUGINS)
     with pytest.raises(RuntimeError, match="^verifier bug$"):
         verifier.score(task(), Trajectory.of("x"))
 
@@ -405,17 +411,17 @@ PYTHON_BUILD_ERRORS = [
 @pytest.mark.parametrize(("func", "message"), [c[1:] for c in PYTHON_BUILD_ERRORS], ids=[c[0] for c in PYTHON_BUILD_ERRORS])
 def test_python_verifier_build_errors(tmp_path: Path, func: str, message: str) -> None:
     with pytest.raises(VerifierError) as e:
-        build_verifier(PythonVerifier(kind="python", entry_point=f"verify:{func}"), bundle(tmp_path, PYTHON_SOURCE))
+        build_verifier(PythonVerifier(kind="python", entry_point=f"verify:{func}"), bundle(tmp_path, PYTHON_SOURCE), plugins=PLUGINS)
     assert e.value.message == message
 
 
 def test_untrusted_python_verifier_fails_at_build() -> None:
     with pytest.raises(TrustError, match="^environment code 'verify:f' is not trusted"):
-        build_verifier(PythonVerifier(kind="python", entry_point="verify:f"), CTX)
+        build_verifier(PythonVerifier(kind="python", entry_point="verify:f"), CTX, plugins=PLUGINS)
 
 
 def test_async_python_verifier_inside_a_running_loop_needs_ascore(tmp_path: Path) -> None:
-    verifier = build_verifier(PythonVerifier(kind="python", entry_point="verify:is_async"), bundle(tmp_path, PYTHON_SOURCE))
+    verifier = build_verifier(PythonVerifier(kind="python", entry_point="verify:is_async"), bundle(tmp_path, PYTHON_SOURCE), plugins=PLUGINS)
 
     async def inside() -> None:
         with pytest.raises(VerifierError) as e:
@@ -453,7 +459,7 @@ RUBRIC = [
 
 @pytest.mark.parametrize(("spec", "completion", "reward", "breakdown"), [c[1:] for c in RUBRIC], ids=[c[0] for c in RUBRIC])
 def test_rubric(spec: Rubric, completion: str, reward: float, breakdown: dict[str, float]) -> None:
-    verifier = build_verifier(spec, CTX)
+    verifier = build_verifier(spec, CTX, plugins=PLUGINS)
     t = task(answer="Paris", n=7)
     for result in (verifier.score(t, Trajectory.of(completion)), asyncio.run(verifier.ascore(t, Trajectory.of(completion)))):
         assert result.reward == pytest.approx(reward)
@@ -464,14 +470,14 @@ def test_rubric_gate_needs_full_credit(tmp_path: Path) -> None:
     source = "def half(completion):\n    return 0.5\n"
     ctx = bundle(tmp_path, source)
     spec = rubric(ANSWER, PythonCriterion(kind="python", name="style", entry_point="verify:half", required=True))
-    result = build_verifier(spec, ctx).score(task(answer="Paris"), Trajectory.of("Paris"))
+    result = build_verifier(spec, ctx, plugins=PLUGINS).score(task(answer="Paris"), Trajectory.of("Paris"))
     assert (result.reward, dict(result.breakdown)) == (0.0, {"answer": 1.0, "style": 0.5})
     assert result.info["failed_required"] == ["style"]
 
 
 def test_rubric_criterion_error_names_the_criterion() -> None:
     with pytest.raises(VerifierError) as e:
-        build_verifier(rubric(ANSWER, NUMBER), CTX).score(task("q9", answer="Paris"), Trajectory.of("Paris"))
+        build_verifier(rubric(ANSWER, NUMBER), CTX, plugins=PLUGINS).score(task("q9", answer="Paris"), Trajectory.of("Paris"))
     assert e.value.message == (
         "rubric criterion 'number' failed on task 'q9': task 'q9' has no field 'n', which the numeric verifier reads\n"
         "  hint: the task's fields are 'answer', 'id'; set the verifier's field or fix the task file"
@@ -481,7 +487,7 @@ def test_rubric_criterion_error_names_the_criterion() -> None:
 
 def test_rubric_with_untrusted_python_criterion_fails_at_build() -> None:
     with pytest.raises(TrustError):
-        build_verifier(rubric(ANSWER, PythonCriterion(kind="python", name="p", entry_point="verify:f")), CTX)
+        build_verifier(rubric(ANSWER, PythonCriterion(kind="python", name="p", entry_point="verify:f")), CTX, plugins=PLUGINS)
 
 
 def test_rubric_runs_criteria_concurrently() -> None:
@@ -495,7 +501,7 @@ def test_rubric_runs_criteria_concurrently() -> None:
             await asyncio.sleep(0.2)
             return Score(1.0)
 
-    factories = default_factories()
+    factories = default_factories(PLUGINS)
     factories["exact-match"] = lambda spec, ctx, table: Slow()
     verifier = build_verifier(rubric(*(ANSWER.model_copy(update={"name": f"c{i}"}) for i in range(5))), CTX,
                               factories=factories)
@@ -513,7 +519,7 @@ def test_rubric_runs_criteria_concurrently() -> None:
 
 
 def test_unknown_kind() -> None:
-    factories = default_factories()
+    factories = default_factories(PLUGINS)
     del factories["numeric"]
     with pytest.raises(VerifierError) as e:
         build_verifier(Numeric(kind="numeric"), CTX, factories=factories)
@@ -525,11 +531,11 @@ def test_unknown_kind() -> None:
 def test_every_manifest_kind_has_a_factory() -> None:
     from envhub.manifest import VERIFIER_KINDS
 
-    assert sorted(default_factories()) == sorted(VERIFIER_KINDS)
+    assert sorted(default_factories(PLUGINS)) == sorted(VERIFIER_KINDS)
 
 
 def test_code_tests_criterion_builds() -> None:
-    verifier = build_verifier(rubric(CodeTestsCriterion(kind="code-tests", name="tests", timeout_s=2)), CTX)
+    verifier = build_verifier(rubric(CodeTestsCriterion(kind="code-tests", name="tests", timeout_s=2)), CTX, plugins=PLUGINS)
     assert [c.verifier.kind for c in verifier.criteria] == ["code-tests"]  # type: ignore[attr-defined]
 
 
