@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from envhub.context import make_plugin_manager
 from envhub.errors import UsageError
 from envhub.manifest import LlmJudge, LlmJudgeCriterion
 from envhub.runtime import Task, Trajectory
@@ -17,6 +18,7 @@ from envhub.runtime.verifiers import DEFAULT_RUBRIC, LlmJudgeVerifier, parse_ver
 from envhub.settings import load_settings
 from tests.openai_server import error, fail_then
 
+PLUGINS = make_plugin_manager(autoload=False)
 TASK = Task(id="q1", split="dev", data={"question": "Capital of France?", "answer": "Paris"},
             prompt="Capital of France?")
 
@@ -25,12 +27,19 @@ def no_code(entry_point: str) -> Any:
     raise AssertionError("an llm-judge never loads bundle code")
 
 
-def ctx(root: Path, **kwargs: Any) -> VerifierContext:
-    return VerifierContext(root=root, load_entry_point=no_code, **kwargs)
+#: An environment with no keys and no real home.
+ENVIRON = {"ENVHUB_HOME": "/nonexistent/home", "ENVHUB_CACHE": "/nonexistent/cache"}
 
 
 def settings(**environ: str):  # type: ignore[no-untyped-def]
-    return load_settings({"ENVHUB_HOME": "/nonexistent/home", "ENVHUB_CACHE": "/nonexistent/cache", **environ})
+    return load_settings({**ENVIRON, **environ})
+
+
+def ctx(root: Path, *, settings: Any = None, **kwargs: Any) -> VerifierContext:
+    """A verifier context; an llm-judge reads its endpoint and key from ``settings``
+    (default: those of :data:`ENVIRON`)."""
+    return VerifierContext(root=root, load_entry_point=no_code,
+                           settings=settings if settings is not None else load_settings(ENVIRON), **kwargs)
 
 
 def judge(server, root: Path, *, rubric: str | None = "Be strict.", **spec: Any) -> LlmJudgeVerifier:  # type: ignore[no-untyped-def]
@@ -39,7 +48,7 @@ def judge(server, root: Path, *, rubric: str | None = "Be strict.", **spec: Any)
     spec.setdefault("model", "judge-2025-01-01")
     model = LlmJudge(kind="llm-judge", base_url=server.base_url, api_key_env="JUDGE_KEY",
                      rubric="rubric.md" if rubric is not None else None, **spec)
-    verifier = LlmJudgeVerifier(model, ctx(root), settings=settings(JUDGE_KEY="sk-judge"))
+    verifier = LlmJudgeVerifier(model, ctx(root, settings=settings(JUDGE_KEY="sk-judge")))
     verifier.client.backoff_base_s = 0.001
     return verifier
 
@@ -183,10 +192,10 @@ def test_self_judging_is_refused_unless_allowed(tmp_path: Path, policy_model: st
     spec = LlmJudge(kind="llm-judge", model="judge-2025-01-01", allow_self_judge=allow)
     context = ctx(tmp_path, policy_model=policy_model, force_self_judge=force)
     if not refused:
-        assert build_verifier(spec, context).kind == "llm-judge"
+        assert build_verifier(spec, context, plugins=PLUGINS).kind == "llm-judge"
         return
     with pytest.raises(UsageError) as exc:
-        build_verifier(spec, context)
+        build_verifier(spec, context, plugins=PLUGINS)
     assert str(exc.value) == (
         "the llm-judge verifier would grade model 'judge-2025-01-01' with itself\n"
         "  hint: use another policy model, set allow-self-judge = true in the verifier, "
@@ -198,13 +207,13 @@ def test_self_judging_is_refused_inside_a_rubric(tmp_path: Path) -> None:
 
     criterion = LlmJudgeCriterion(kind="llm-judge", name="style", model="m1")
     with pytest.raises(UsageError):
-        build_verifier(Rubric(kind="rubric", criteria=[criterion]), ctx(tmp_path, policy_model="m1"))
+        build_verifier(Rubric(kind="rubric", criteria=[criterion]), ctx(tmp_path, policy_model="m1"), plugins=PLUGINS)
 
 
 def test_a_rubric_criterion_judge_scores(openai_server, tmp_path: Path) -> None:
     openai_server.script = lambda request: json.dumps({"score": 5, "reasoning": "half"})
     criterion = LlmJudgeCriterion(kind="llm-judge", name="style", model="m1", base_url=openai_server.base_url)
-    verifier = LlmJudgeVerifier(criterion, ctx(tmp_path), settings=settings())
+    verifier = LlmJudgeVerifier(criterion, ctx(tmp_path, settings=settings()))
     assert verifier.score(TASK, Trajectory.of("Paris")).reward == 0.5
     assert openai_server.requests[0].authorization is None  # a local endpoint may run without a key
 
@@ -215,13 +224,13 @@ def test_a_rubric_criterion_judge_scores(openai_server, tmp_path: Path) -> None:
 def test_a_missing_rubric_file(tmp_path: Path) -> None:
     spec = LlmJudge(kind="llm-judge", model="m", rubric="prompts/rubric.md")
     with pytest.raises(VerifierError) as exc:
-        LlmJudgeVerifier(spec, ctx(tmp_path), settings=settings())
+        LlmJudgeVerifier(spec, ctx(tmp_path, settings=settings()))
     assert exc.value.message.startswith("llm-judge rubric 'prompts/rubric.md' cannot be read: ")
 
 
 def test_a_missing_key_for_openai(tmp_path: Path) -> None:
     spec = LlmJudge(kind="llm-judge", model="gpt-4o-2024-08-06", api_key_env="MY_JUDGE_KEY")
-    verifier = LlmJudgeVerifier(spec, ctx(tmp_path), settings=settings())  # building needs no key
+    verifier = LlmJudgeVerifier(spec, ctx(tmp_path, settings=settings()))  # building needs no key
     with pytest.raises(VerifierError) as exc:
         verifier.score(TASK, Trajectory.of("Paris"))
     assert str(exc.value) == (
@@ -232,7 +241,7 @@ def test_a_missing_key_for_openai(tmp_path: Path) -> None:
 def test_the_key_comes_from_the_named_variable(openai_server, tmp_path: Path) -> None:
     openai_server.script = lambda request: '{"score": 10}'
     spec = LlmJudge(kind="llm-judge", model="m", base_url=openai_server.base_url, api_key_env="MY_JUDGE_KEY")
-    verifier = LlmJudgeVerifier(spec, ctx(tmp_path), settings=settings(MY_JUDGE_KEY="sk-named",
-                                                                      OPENAI_API_KEY="sk-default"))
+    verifier = LlmJudgeVerifier(spec, ctx(tmp_path, settings=settings(MY_JUDGE_KEY="sk-named",
+                                                                      OPENAI_API_KEY="sk-default")))
     verifier.score(TASK, Trajectory.of("Paris"))
     assert openai_server.requests[0].authorization == "Bearer sk-named"
