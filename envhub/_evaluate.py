@@ -18,25 +18,28 @@ from __future__ import annotations
 
 import asyncio
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from envhub.context import Context
 
 if TYPE_CHECKING:
-    from envhub.runtime import Environment, EvalResult, Evaluation, Executor, RolloutRecord
+    from envhub._load import LoadedEnvironment
+    from envhub.runtime import EvalResult, Evaluation, Executor, RolloutRecord
     from envhub.runtime.policies import Policy
 
 __all__ = ["aevaluate", "evaluate", "prepare_evaluation"]
 
 
-def evaluate(env: Environment | str | os.PathLike[str], policy: Policy | str, *, split: str, n: int | None = None,
+def evaluate(env: LoadedEnvironment | str | os.PathLike[str], policy: Policy | str, *, split: str, n: int | None = None,
              k: int = 1, concurrency: int = 16, seed: int | None = None, output: str | os.PathLike[str] | None = None,
              output_dir: str | os.PathLike[str] | None = None, resume: bool = False, curriculum: bool = False,
              timeout_s: float | None = None, success_threshold: float = 1.0, executor: Executor | str = "local",
              base_url: str | None = None, force_self_judge: bool = False, context: Context | None = None,
              trust_code: bool = False, registry: str | None = None, with_heldout: bool = False,
-             offline: bool | None = None, on_record: Any = None) -> EvalResult:
+             offline: bool | None = None,
+             on_record: Callable[[RolloutRecord], None] | None = None) -> EvalResult:
     """Roll out ``policy`` on ``split`` of ``env`` and return the typed result: the summary,
     the records, where they were written, and how many rollouts ran, were skipped and failed.
 
@@ -67,7 +70,7 @@ def evaluate(env: Environment | str | os.PathLike[str], policy: Policy | str, *,
         evaluation.close()
 
 
-async def aevaluate(env: Environment | str | os.PathLike[str], policy: Policy | str, *, split: str,
+async def aevaluate(env: LoadedEnvironment | str | os.PathLike[str], policy: Policy | str, *, split: str,
                     **options: Any) -> EvalResult:
     """:func:`evaluate` for a caller already inside an event loop (same arguments)."""
     on_record = options.pop("on_record", None)
@@ -78,7 +81,7 @@ async def aevaluate(env: Environment | str | os.PathLike[str], policy: Policy | 
         evaluation.close()
 
 
-def prepare_evaluation(env: Environment | str | os.PathLike[str], policy: Policy | str, *, split: str,
+def prepare_evaluation(env: LoadedEnvironment | str | os.PathLike[str], policy: Policy | str, *, split: str,
                        n: int | None = None, k: int = 1, concurrency: int = 16, seed: int | None = None,
                        output: str | os.PathLike[str] | None = None, output_dir: str | os.PathLike[str] | None = None,
                        resume: bool = False, curriculum: bool = False, timeout_s: float | None = None,
@@ -134,9 +137,8 @@ def _close_now(policy: Policy) -> None:
 
 
 def _load(ref: str | os.PathLike[str], *, context: Context, trust_code: bool, registry: str | None,
-          with_heldout: bool, offline: bool | None) -> Environment:
+          with_heldout: bool, offline: bool | None) -> LoadedEnvironment:
     from envhub._load import load
 
-    environment: Environment = load(ref, context=context, trust_code=trust_code, registry=registry,
-                                    with_heldout=with_heldout, offline=offline)
-    return environment
+    return load(ref, context=context, trust_code=trust_code, registry=registry, with_heldout=with_heldout,
+                offline=offline)

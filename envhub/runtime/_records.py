@@ -138,7 +138,7 @@ class RolloutRecord(_Model):
     Build it with :meth:`from_runner` from what an executor yields; write it with
     :func:`dump_record`; read a file of them with :func:`read_records`."""
 
-    record_version: Literal[1] = Field(RECORD_VERSION, description="The version of this format the record follows.")
+    record_version: Literal[1] = Field(1, description="The version of this format the record follows.")
     env: str = Field(description="The environment's name, NAMESPACE/NAME.")
     version: str
     digest: str | None = Field(description="The digest of the environment's public archive (sha256:...).")
