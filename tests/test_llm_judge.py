@@ -13,8 +13,14 @@ from envhub.context import make_plugin_manager
 from envhub.errors import UsageError
 from envhub.manifest import LlmJudge, LlmJudgeCriterion
 from envhub.runtime import Task, Trajectory
-from envhub.runtime.verifiers import VerifierContext, VerifierError, build_verifier
-from envhub.runtime.verifiers import DEFAULT_RUBRIC, LlmJudgeVerifier, parse_verdict
+from envhub.runtime.verifiers import (
+    DEFAULT_RUBRIC,
+    LlmJudgeVerifier,
+    VerifierContext,
+    VerifierError,
+    build_verifier,
+    parse_verdict,
+)
 from envhub.settings import load_settings
 from tests.openai_server import error, fail_then
 

@@ -26,8 +26,8 @@ from envhub.hookspecs import EnvironmentPackage, HarnessProtocol, StateKind, Ver
 from envhub.manifest import OptionsModel, parse_manifest
 from envhub.plugins import HOOKS, PluginManager
 from envhub.runtime import Score, Task, Trajectory
-from envhub.settings import load_settings
 from envhub.runtime.verifiers import Verifier, VerifierContext, VerifierError, build_verifier, default_factories
+from envhub.settings import load_settings
 
 BASE = """\
 [environment]
@@ -155,10 +155,12 @@ def test_two_plugins_providing_one_name_raise_when_it_is_used(pm: PluginManager)
 
 
 @pytest.mark.parametrize("source, error", [
-    ("def envhub_policies():\n    return []\n", "envhub_policies is not marked @hookimpl (from envhub import hookimpl)"),
+    ("def envhub_policies():\n    return []\n",
+     "envhub_policies is not marked @hookimpl (from envhub import hookimpl)"),
     ("@hookimpl\ndef envhub_polices():\n    return []\n",
      "envhub_polices is not an envhub hook; did you mean 'envhub_policies'?"),
-    ("@hookimpl\ndef envhub_policies(settings):\n    return []\n", "Argument(s) {'settings'} are declared in the hookimpl"),
+    ("@hookimpl\ndef envhub_policies(settings):\n    return []\n",
+     "Argument(s) {'settings'} are declared in the hookimpl"),
 ], ids=["unmarked", "unknown-hook", "bad-signature"])
 def test_invalid_hook_implementations_are_refused(source: str, error: str) -> None:
     import types

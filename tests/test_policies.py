@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from envhub.context import make_plugin_manager
 from envhub.errors import PolicyError, UsageError
 from envhub.runtime import Observation, Task
 from envhub.runtime.policies import (
@@ -45,6 +46,9 @@ def act(policy: Policy, obs: Observation, env: Any = None) -> Any:
             await policy.aclose()
 
     return asyncio.run(run())
+
+
+PLUGINS = make_plugin_manager(autoload=False)
 
 
 def settings(**environ: str):  # type: ignore[no-untyped-def]
@@ -84,8 +88,9 @@ def test_reference_replays_turn_by_turn(turns_played: tuple[dict[str, Any], ...]
 
 
 def test_reference_and_noop_names() -> None:
-    assert (make_policy("reference").name, make_policy("reference").model) == ("reference", None)
-    assert (make_policy("noop").name, make_policy("noop").model) == ("noop", None)
+    for spec in ("reference", "noop"):
+        policy = make_policy(spec, settings=settings(), plugins=PLUGINS)
+        assert (policy.name, policy.model) == (spec, None)
     assert act(NoopPolicy(), observation()) == ""
 
 
@@ -95,7 +100,8 @@ def test_reference_and_noop_names() -> None:
 def test_openai_sends_conversation_tools_sampling_and_key(openai_server) -> None:
     openai_server.script = answer_table({"2+2?": "4"})
     policy = make_policy("openai:gpt-test", base_url=openai_server.base_url, api_key="sk-1",
-                         sampling={"temperature": 0.5, "top_p": 0.9, "max_tokens": 64, "stop": ["\n\n"]})
+                         sampling={"temperature": 0.5, "top_p": 0.9, "max_tokens": 64,
+                                   "stop": ["\n\n"]}, settings=settings(), plugins=PLUGINS)
     assert (policy.name, policy.model) == ("openai:gpt-test", "gpt-test")
     obs = observation(tools=TOOLS)
     assert act(policy, obs) == {"role": "assistant", "content": "4"}
@@ -108,51 +114,56 @@ def test_openai_sends_conversation_tools_sampling_and_key(openai_server) -> None
 def test_openai_omits_empty_tools_and_unset_sampling(openai_server) -> None:
     from envhub.manifest import Sampling
 
-    policy = make_policy("openai:m", base_url=openai_server.base_url, sampling=Sampling(temperature=0.0))
+    policy = make_policy("openai:m", base_url=openai_server.base_url, sampling=Sampling(temperature=0.0),
+                         settings=settings(), plugins=PLUGINS)
     act(policy, observation())
     assert set(openai_server.requests[0].json) == {"model", "messages", "temperature"}
 
 
 def test_openai_returns_tool_calls_then_the_answer(openai_server) -> None:
     openai_server.script = tool_then_answer("add", {"a": 2, "b": 2}, lambda result: f"it is {result}")
-    policy = make_policy("openai:m", base_url=openai_server.base_url)
+    policy = make_policy("openai:m", base_url=openai_server.base_url, settings=settings(), plugins=PLUGINS)
     first = act(policy, observation(tools=TOOLS))
     assert first["tool_calls"] == [
         {"id": "call_1", "type": "function", "function": {"name": "add", "arguments": '{"a": 2, "b": 2}'}}]
     obs = observation(tools=TOOLS)
     obs.messages += [first, {"role": "tool", "tool_call_id": "call_1", "content": "4"}]
-    assert act(make_policy("openai:m", base_url=openai_server.base_url), obs) == {
+    assert act(make_policy("openai:m", base_url=openai_server.base_url, settings=settings(), plugins=PLUGINS), obs) == {
         "role": "assistant", "content": "it is 4"}
 
 
 def test_openai_base_url_and_key_from_settings(openai_server) -> None:
-    policy = make_policy("openai:m", settings=settings(OPENAI_BASE_URL=openai_server.base_url, OPENAI_API_KEY="sk-env"))
+    policy = make_policy("openai:m", settings=settings(OPENAI_BASE_URL=openai_server.base_url,
+                                                       OPENAI_API_KEY="sk-env"), plugins=PLUGINS)
     act(policy, observation())
     assert openai_server.requests[0].authorization == "Bearer sk-env"
     # an argument wins over the environment
     policy = make_policy("openai:m", api_key="sk-arg",
-                         settings=settings(OPENAI_BASE_URL=openai_server.base_url, OPENAI_API_KEY="sk-env"))
+                         settings=settings(OPENAI_BASE_URL=openai_server.base_url,
+                                           OPENAI_API_KEY="sk-env"), plugins=PLUGINS)
     act(policy, observation())
     assert openai_server.requests[1].authorization == "Bearer sk-arg"
 
 
 def test_openai_without_a_key_for_openai_is_refused() -> None:
     with pytest.raises(PolicyError) as exc:
-        make_policy("openai:gpt-4o-mini", settings=settings())
+        make_policy("openai:gpt-4o-mini", settings=settings(), plugins=PLUGINS)
     assert str(exc.value) == (
         "policy 'openai:gpt-4o-mini' needs an API key for https://api.openai.com/v1\n"
         "  hint: set OPENAI_API_KEY, or pass --base-url for a local server that needs no key")
 
 
 def test_openai_model_names_may_contain_colons(openai_server) -> None:
-    policy = make_policy("openai:ft:gpt-4o:acme:v1", base_url=openai_server.base_url)
+    policy = make_policy("openai:ft:gpt-4o:acme:v1", base_url=openai_server.base_url, settings=settings(),
+                         plugins=PLUGINS)
     act(policy, observation())
     assert openai_server.requests[0].model == "ft:gpt-4o:acme:v1"
 
 
 def test_openai_retries_and_records_usage_per_task(openai_server) -> None:
     openai_server.script = fail_then(lambda request: "four", times=2, status=503)
-    policy = make_policy("openai:m", base_url=openai_server.base_url, max_retries=3)
+    policy = make_policy("openai:m", base_url=openai_server.base_url, max_retries=3, settings=settings(),
+                         plugins=PLUGINS)
     assert isinstance(policy, OpenAIPolicy)
     policy.client.backoff_base_s = 0.001
 
@@ -179,7 +190,8 @@ def test_openai_failure_is_a_policy_error(openai_server) -> None:
 
     openai_server.script = lambda request: error(401, "Incorrect API key provided")
     with pytest.raises(PolicyError) as exc:
-        act(make_policy("openai:m", base_url=openai_server.base_url, api_key="bad"), observation())
+        act(make_policy("openai:m", base_url=openai_server.base_url, api_key="bad", settings=settings(),
+                        plugins=PLUGINS), observation())
     assert exc.value.message == (
         f"POST {openai_server.base_url}/chat/completions failed with 401 Unauthorized: Incorrect API key provided")
 
@@ -229,7 +241,7 @@ def policy_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     ("async_policy", {"content": "async 1"}),
 ], ids=["messages-only", "named-arguments", "kwargs", "async"])
 def test_python_policy_calling_convention(policy_module: str, func: str, expected: Any) -> None:
-    policy = make_policy(f"python:{policy_module}:{func}")
+    policy = make_policy(f"python:{policy_module}:{func}", settings=settings(), plugins=PLUGINS)
     assert isinstance(policy, PythonPolicy)
     assert policy.name == f"python:{policy_module}:{func}"
     assert act(policy, observation(tools=TOOLS), env="ENV") == expected
@@ -238,12 +250,12 @@ def test_python_policy_calling_convention(policy_module: str, func: str, expecte
 def test_python_policy_from_a_file(tmp_path: Path) -> None:
     path = tmp_path / "policy.py"
     path.write_text("def act(messages):\n    return 'from file'\n")
-    policy = make_policy(f"python:{path}:act")
+    policy = make_policy(f"python:{path}:act", settings=settings(), plugins=PLUGINS)
     assert act(policy, observation()) == "from file"
 
 
 def test_python_policy_declares_its_model(policy_module: str) -> None:
-    assert make_policy(f"python:{policy_module}:model_backed").model == "gpt-test"
+    assert make_policy(f"python:{policy_module}:model_backed", settings=settings(), plugins=PLUGINS).model == "gpt-test"
 
 
 def test_python_policy_found_in_the_working_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -252,7 +264,8 @@ def test_python_policy_found_in_the_working_directory(tmp_path: Path, monkeypatc
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", str(tmp_path))])
     try:
-        assert act(make_policy("python:cwd_policy_mod:act"), observation()) == "cwd"
+        assert act(make_policy("python:cwd_policy_mod:act", settings=settings(), plugins=PLUGINS),
+                   observation()) == "cwd"
     finally:
         sys.modules.pop("cwd_policy_mod", None)
     assert str(tmp_path) not in sys.path
@@ -260,7 +273,7 @@ def test_python_policy_found_in_the_working_directory(tmp_path: Path, monkeypatc
 
 def test_python_policy_bad_return_value(policy_module: str) -> None:
     with pytest.raises(PolicyError) as exc:
-        act(make_policy(f"python:{policy_module}:bad_return"), observation())
+        act(make_policy(f"python:{policy_module}:bad_return", settings=settings(), plugins=PLUGINS), observation())
     assert exc.value.message == (f"policy python:{policy_module}:bad_return returned int; a policy returns the "
                                  "assistant's text (str) or an assistant message (dict)")
 
@@ -275,7 +288,7 @@ def test_python_policy_bad_return_value(policy_module: str) -> None:
 ], ids=["no-module", "no-attribute", "not-callable", "no-file"])
 def test_python_policy_import_errors(policy_module: str, tmp_path: Path, target: str, message: str) -> None:
     with pytest.raises(PolicyError) as exc:
-        make_policy("python:" + target.format(mod=policy_module))
+        make_policy("python:" + target.format(mod=policy_module), settings=settings(), plugins=PLUGINS)
     assert exc.value.message == message.format(mod=policy_module, cwd=tmp_path.resolve())
 
 
@@ -283,7 +296,7 @@ def test_python_policy_module_that_raises_on_import(tmp_path: Path, monkeypatch:
     (tmp_path / "broken_policy_mod.py").write_text("import json\nraise RuntimeError('boom at import')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(PolicyError) as exc:
-        make_policy("python:broken_policy_mod:act")
+        make_policy("python:broken_policy_mod:act", settings=settings(), plugins=PLUGINS)
     assert exc.value.message == ("python policy module 'broken_policy_mod' cannot be imported: "
                                  "RuntimeError: boom at import")
     assert isinstance(exc.value.__cause__, RuntimeError)
@@ -296,7 +309,7 @@ def test_python_policy_module_that_raises_on_import(tmp_path: Path, monkeypatch:
                          ids=["bare-model", "openai-no-model", "python-empty", "python-no-func", "unknown", "empty"])
 def test_unknown_policy_specs(spec: str) -> None:
     with pytest.raises(UsageError) as exc:
-        make_policy(spec)
+        make_policy(spec, settings=settings(), plugins=PLUGINS)
     if spec == "python:nocolon":
         assert exc.value.message == "python policy 'nocolon' is not module:func or path/to/file.py:func"
     else:
