@@ -155,12 +155,10 @@ def test_two_plugins_providing_one_name_raise_when_it_is_used(pm: PluginManager)
 
 
 @pytest.mark.parametrize("source, error", [
-    ("def envhub_policies():\n    return []\n",
-     "envhub_policies is not marked @hookimpl (from envhub import hookimpl)"),
+    ("def envhub_policies():\n    return []\n", "envhub_policies is not marked @hookimpl (from envhub import hookimpl)"),
     ("@hookimpl\ndef envhub_polices():\n    return []\n",
      "envhub_polices is not an envhub hook; did you mean 'envhub_policies'?"),
-    ("@hookimpl\ndef envhub_policies(settings):\n    return []\n",
-     "Argument(s) {'settings'} are declared in the hookimpl"),
+    ("@hookimpl\ndef envhub_policies(settings):\n    return []\n", "Argument(s) {'settings'} are declared in the hookimpl"),
 ], ids=["unmarked", "unknown-hook", "bad-signature"])
 def test_invalid_hook_implementations_are_refused(source: str, error: str) -> None:
     import types
