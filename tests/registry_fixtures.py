@@ -12,10 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from envhub.bundle import BuiltBundle, build_bundle
+from envhub.context import make_plugin_manager
 from envhub.registry import version_key
 
 NAME = "acme/arith"
 SECRET = "HELDOUT-ANSWER"  # only in the held-out split's rows
+#: envhub's built-in kinds and registry schemes, nothing installed: what these helpers build
+#: and publish with (tests that need other plugins make their own manager).
+PLUGINS = make_plugin_manager(autoload=False)
 
 MANIFEST = """\
 [environment]
@@ -61,7 +65,7 @@ def built_env(tmp: Path, version: str = "1.0.0", *, name: str = NAME, salt: str 
     """Write and build a bundle under ``tmp`` (a fresh directory per name, version and salt)."""
     stem = f"{name.replace('/', '--')}-{version}-{salt or 'base'}"
     root = write_env(tmp / "src" / stem, name, version, salt=salt, **kw)
-    return build_bundle(root, tmp / "dist" / stem)
+    return build_bundle(root, tmp / "dist" / stem, plugins=PLUGINS)
 
 
 def members(archive: Path) -> list[str]:
@@ -142,8 +146,9 @@ def push_worker(registry_url: str, bundles: list[BuiltBundle], barrier: Any, res
     """Publish each bundle in turn, all workers starting each round together."""
     from envhub.errors import VersionConflictError
     from envhub.registry import open_registry
+    from envhub.settings import load_settings
 
-    registry = open_registry(registry_url)
+    registry = open_registry(registry_url, load_settings(), plugins=make_plugin_manager(autoload=False))
     for bundle in bundles:
         barrier.wait()
         try:
@@ -161,10 +166,11 @@ def pull_worker(refs: list[str], registry_url: str, home: str, cache: str, barri
     from envhub.settings import load_settings
 
     settings = load_settings({"ENVHUB_HOME": home, "ENVHUB_CACHE": cache})
+    plugins = make_plugin_manager(autoload=False)
     for ref in refs:
         barrier.wait()
         try:
-            result = pull(ref, registry_url, settings)
+            result = pull(ref, registry_url, settings, plugins=plugins)
             results.put((ref, "ok", str(result.path), result.cached))
         except BaseException as e:
             results.put((ref, "error", repr(e), None))

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from envhub.bundle import RECORD, build_bundle, parse_record
-from tests.registry_fixtures import SECRET, member_bytes, members, sha256, tree, write_env
+from tests.registry_fixtures import PLUGINS, SECRET, member_bytes, members, sha256, tree, write_env
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -24,8 +24,8 @@ else:  # pragma: no cover
 
 def test_same_input_same_bytes(tmp_path: Path) -> None:
     root = write_env(tmp_path / "b")
-    first = build_bundle(root, tmp_path / "one")
-    second = build_bundle(root, tmp_path / "two")
+    first = build_bundle(root, tmp_path / "one", plugins=PLUGINS)
+    second = build_bundle(root, tmp_path / "two", plugins=PLUGINS)
     assert first.public.path.read_bytes() == second.public.path.read_bytes()
     assert first.public.digest == second.public.digest == sha256(first.public.path.read_bytes())
     assert first.heldout is not None and second.heldout is not None
@@ -49,8 +49,8 @@ def test_same_bytes_from_another_directory_with_other_mtimes_and_modes(tmp_path:
     for path in (p for p in one.rglob("*") if p.is_file()):
         path.chmod(0o644)
     assert tree(one) != tree(two)
-    a = build_bundle(one, tmp_path / "out-a")
-    b = build_bundle(two, tmp_path / "out-b")
+    a = build_bundle(one, tmp_path / "out-a", plugins=PLUGINS)
+    b = build_bundle(two, tmp_path / "out-b", plugins=PLUGINS)
     assert a.public.path.read_bytes() == b.public.path.read_bytes()
     assert a.public.digest == b.public.digest
     assert a.heldout is not None and b.heldout is not None
@@ -60,7 +60,7 @@ def test_same_bytes_from_another_directory_with_other_mtimes_and_modes(tmp_path:
 def test_owner_execute_bit_is_kept(tmp_path: Path) -> None:
     root = write_env(tmp_path / "b", files={"bin/run.sh": "#!/bin/sh\n"})
     (root / "bin/run.sh").chmod(0o700)
-    built = build_bundle(root, tmp_path / "out")
+    built = build_bundle(root, tmp_path / "out", plugins=PLUGINS)
     with tarfile.open(built.public.path) as tar:
         modes = {m.name: m.mode for m in tar.getmembers()}
     assert modes["bin/run.sh"] == 0o755
@@ -69,7 +69,7 @@ def test_owner_execute_bit_is_kept(tmp_path: Path) -> None:
 
 def test_archive_headers_and_record(tmp_path: Path) -> None:
     root = write_env(tmp_path / "b", files={"README.md": "# Arith\n", "data/Zeta.txt": "z\n", "data/alpha.txt": "a\n"})
-    built = build_bundle(root, tmp_path / "out")
+    built = build_bundle(root, tmp_path / "out", plugins=PLUGINS)
     with tarfile.open(built.public.path) as tar:
         infos = tar.getmembers()
         contents = {m.name: tar.extractfile(m).read() for m in infos}  # type: ignore[union-attr]
@@ -108,18 +108,18 @@ def test_excluded_files(tmp_path: Path) -> None:
         "top-only.txt": "ignored at the root",
         "pkg/top-only.txt": "kept below the root",
     })
-    built = build_bundle(root, root / "dist")  # the default place: inside the bundle
+    built = build_bundle(root, root / "dist", plugins=PLUGINS)  # the default place: inside the bundle
     assert members(built.public.path) == [
         "docs/dist/kept.txt", "envhub.toml", "keep.log", "pkg/__init__.py", "pkg/top-only.txt",
         "tasks/train.jsonl", RECORD,
     ]
-    again = build_bundle(root, root / "dist")  # the first build's archives are not picked up
+    again = build_bundle(root, root / "dist", plugins=PLUGINS)  # the first build's archives are not picked up
     assert again.public.digest == built.public.digest
 
 
 def test_heldout_files_only_in_heldout_archive(tmp_path: Path) -> None:
     root = write_env(tmp_path / "b")
-    built = build_bundle(root, tmp_path / "out")
+    built = build_bundle(root, tmp_path / "out", plugins=PLUGINS)
     assert "tasks/test.jsonl" not in members(built.public.path)
     assert SECRET.encode() not in built.public.path.read_bytes()  # not in the clear anywhere
     assert built.heldout is not None
@@ -130,7 +130,7 @@ def test_heldout_files_only_in_heldout_archive(tmp_path: Path) -> None:
 
 def test_public_manifest_records_heldout_count_and_digest(tmp_path: Path) -> None:
     root = write_env(tmp_path / "b")
-    built = build_bundle(root, tmp_path / "out")
+    built = build_bundle(root, tmp_path / "out", plugins=PLUGINS)
     manifest = tomllib.loads(member_bytes(built.public.path, "envhub.toml").decode())
     splits = manifest["tasks"]["splits"]
     test_hex = hashlib.sha256((root / "tasks/test.jsonl").read_bytes()).hexdigest()
@@ -228,7 +228,7 @@ def test_a_secret_split_publishes_neither_key_nor_seeds(tmp_path: Path) -> None:
                                                                  for i, s in enumerate(seeds)]
         assert tasks[0]["id"] == "test-0" and tasks[0]["answer"] == f"{seeds[0]} {seeds[0]}"
 
-    built = build_bundle(root, tmp_path / "out")
+    built = build_bundle(root, tmp_path / "out", plugins=PLUGINS)
     public = built.public.path.read_bytes()
     assert sorted(members(built.public.path)) == [".envhub/RECORD", "envhub.toml", "gen.py"]
     assert key.encode() not in public and not any(str(s).encode() in public for s in seeds)

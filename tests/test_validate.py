@@ -11,6 +11,10 @@ from pathlib import Path
 import pytest
 
 from envhub.bundle import validate_bundle
+from envhub.context import make_plugin_manager
+
+#: envhub's built-in plugin only (nothing installed is loaded).
+PLUGINS = make_plugin_manager(autoload=False)
 
 BASE_MANIFEST = """\
 [environment]
@@ -181,21 +185,21 @@ def test_gathers_every_problem(tmp_path: Path, envhub_cli) -> None:
 
 def test_digest_recorded_and_checked(tmp_path: Path) -> None:
     root = make_bundle(tmp_path / "b")
-    check = validate_bundle(root)
+    check = validate_bundle(root, plugins=PLUGINS)
     train = next(s for s in check.splits if s.name == "train")
     assert train.rows == 3
     good = BASE_MANIFEST.replace('{ path = "tasks/train.jsonl" }', f'{{ path = "tasks/train.jsonl", rows = 3, sha256 = "{train.sha256}" }}')
     (root / M).write_text(good)
-    assert validate_bundle(root).ok
+    assert validate_bundle(root, plugins=PLUGINS).ok
     (root / T).write_text(_rows("train", 2) + json.dumps({"id": "train-2", "prompt": "changed", "answer": "3"}) + "\n")
-    problems = validate_bundle(root).problems
+    problems = validate_bundle(root, plugins=PLUGINS).problems
     assert [p.code for p in problems] == ["digest-mismatch"]
     assert problems[0].message.startswith(f"the manifest records sha256 = {train.sha256[:12]}..., but the file's is ")
 
 
 def test_many_bad_rows_are_capped(tmp_path: Path) -> None:
     root = make_bundle(tmp_path / "b", files={T: "nope\n" * 50 + _rows("train", 1)})
-    problems = validate_bundle(root).problems
+    problems = validate_bundle(root, plugins=PLUGINS).problems
     assert len(problems) == 11
     assert problems[-1].message == "... and 40 more like this (50 in all)"
 
@@ -209,11 +213,11 @@ def test_parquet_split(tmp_path: Path) -> None:
     pq.write_table(pa.table({"id": ["a", "b"], "prompt": ["p", "q"], "answer": ["1", "2"]}), root / "tasks/train.parquet")
     pq.write_table(pa.table({"id": ["z"], "prompt": ["r"], "answer": [None]}, schema=pa.schema(
         [("id", pa.string()), ("prompt", pa.string()), ("answer", pa.string())])), root / "tasks/test.parquet")
-    check = validate_bundle(root)
+    check = validate_bundle(root, plugins=PLUGINS)
     assert [s.rows for s in check.splits] == [2, 1]
     assert [p.message for p in check.problems] == ["column 'answer' has 1 null values"]
     pq.write_table(pa.table({"id": ["z"], "prompt": ["p"]}), root / "tasks/test.parquet")
-    assert [p.message for p in validate_bundle(root).problems] == ["no column 'answer'"]
+    assert [p.message for p in validate_bundle(root, plugins=PLUGINS).problems] == ["no column 'answer'"]
 
 
 def test_warnings_and_strict(tmp_path: Path, envhub_cli) -> None:
@@ -228,7 +232,7 @@ def test_warnings_and_strict(tmp_path: Path, envhub_cli) -> None:
 
 def test_only_held_out_split_warns(tmp_path: Path) -> None:
     manifest = BASE_MANIFEST.replace('splits.train = { path = "tasks/train.jsonl" }\n', "")
-    problems = validate_bundle(make_bundle(tmp_path / "b", manifest=manifest)).problems
+    problems = validate_bundle(make_bundle(tmp_path / "b", manifest=manifest), plugins=PLUGINS).problems
     assert [p.code for p in problems] == ["only-held-out"]
 
 
@@ -257,7 +261,7 @@ def test_never_imports_environment_code(tmp_path: Path) -> None:
     marker = tmp_path / "imported"
     root = make_bundle(tmp_path / "b", files={"acme_code/__init__.py": f"open({str(marker)!r}, 'w').close()\n"},
                        manifest=BASE_MANIFEST.replace('kind = "exact-match"', 'kind = "python"\nentry-point = "acme_code:score"'))
-    assert validate_bundle(root).ok
+    assert validate_bundle(root, plugins=PLUGINS).ok
     assert not marker.exists()
 
 
@@ -274,13 +278,13 @@ def _leak_bundle(root: Path, files: dict[str, str | bytes] | None = None, manife
 
 
 def _leaks(root: Path) -> list[str]:
-    return [p.render().replace(str(root), "{b}") for p in validate_bundle(root).problems
+    return [p.render().replace(str(root), "{b}") for p in validate_bundle(root, plugins=PLUGINS).problems
             if p.code in ("heldout-leak", "regenerating-script")]
 
 
 def test_a_clean_bundle_has_no_leak(tmp_path: Path) -> None:
     root = _leak_bundle(tmp_path / "b", {"README.md": "Trains and tanks; answers are numbers or times.\n"})
-    assert validate_bundle(root).problems == []
+    assert validate_bundle(root, plugins=PLUGINS).problems == []
 
 
 @pytest.mark.parametrize(("files", "expected"), [
@@ -335,7 +339,7 @@ def test_leaks_are_capped_per_file(tmp_path: Path) -> None:
     held = "".join(json.dumps({"id": f"test-{i}", "prompt": f"What is the capital of land number {i}?",
                                "answer": "9"}) + "\n" for i in range(15))
     root = _leak_bundle(tmp_path / "b", {"tasks/test.jsonl": held, "README.md": held.replace('"id"', '"n"')})
-    leaks = [p for p in validate_bundle(root).problems if p.code == "heldout-leak"]
+    leaks = [p for p in validate_bundle(root, plugins=PLUGINS).problems if p.code == "heldout-leak"]
     assert len(leaks) == 11 and leaks[-1].message == "... and 5 more like this (15 in all)"
 
 
@@ -400,7 +404,7 @@ def test_a_missing_secret_is_an_error_with_the_command_that_writes_one(tmp_path:
                          ids=["empty", "short", "uppercase", "two-lines", "not-text"])
 def test_a_malformed_secret_is_an_error(tmp_path: Path, content: bytes) -> None:
     root = make_bundle(tmp_path / "b", GENERATOR_MANIFEST, {"secrets/test.key": content})
-    problems = validate_bundle(root).problems
+    problems = validate_bundle(root, plugins=PLUGINS).problems
     assert [(p.code, p.field, p.message) for p in problems] == [
         ("bad-secret", "tasks.splits.test.secret",
          "secret file 'secrets/test.key' does not hold one line of 64 lowercase hex digits (a 256-bit key)")]
@@ -410,7 +414,7 @@ def test_the_key_in_a_public_file_is_a_leak(tmp_path: Path) -> None:
     key = "ab" * 32
     root = make_bundle(tmp_path / "b", GENERATOR_MANIFEST, {"secrets/test.key": key + "\n",
                                                            "notes.md": f"key: {key}\n"})
-    assert [p.render().replace(str(root), "{b}") for p in validate_bundle(root).problems] == [
+    assert [p.render().replace(str(root), "{b}") for p in validate_bundle(root, plugins=PLUGINS).problems] == [
         "{b}/notes.md:1: error: the held-out key (split 'test') is in this public file\n"
         "  hint: remove it, or keep the file out of the public build (add it to .envhubignore)"]
 
