@@ -175,9 +175,9 @@ def test_an_unknown_kind_names_the_installed_ones_and_the_plugin_to_install(plug
     assert (problem["field"], problem["line"], problem["message"]) == ("verifier", 12, "unknown verifier kind 'levenstein'")
     # 'hamming' is not offered: two plugins claim it, so it cannot be used. (Kinds of plugins
     # the project's venv installed, such as reasoning-gym's, are listed too.)
-    from envhub.plugins import plugin_manager
+    from envhub.context import make_plugin_manager
 
-    others = [k for k in plugin_manager().names("verifier_kinds") if k not in VERIFIER_KINDS]
+    others = [k for k in make_plugin_manager().names("verifier_kinds") if k not in VERIFIER_KINDS]
     listed = ", ".join(repr(k) for k in [*VERIFIER_KINDS, "levenshtein", *others])
     assert problem["hint"] == (f"did you mean 'levenshtein'? installed verifier kinds: {listed}; "
                                "for another verifier kind, install the plugin that provides it")

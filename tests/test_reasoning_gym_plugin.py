@@ -615,7 +615,7 @@ def test_a_built_wheel_holds_the_bundles_and_the_entry_point(tmp_path: Path) -> 
         [metadata] = [n for n in names if n.endswith(".dist-info/METADATA")]
         requires = [line for line in zf.read(metadata).decode().splitlines() if line.startswith("Requires-Dist:")]
     assert "[envhub]\nreasoning-gym = envhub_reasoning_gym\n" in text
-    assert "Requires-Dist: reasoning-gym==0.1.25" in requires and "Requires-Dist: envhub-rl" in requires
+    assert "Requires-Dist: reasoning-gym==0.1.25" in requires and "Requires-Dist: envhub-rl<0.2,>=0.1.0" in requires
     assert "envhub_reasoning_gym/py.typed" in names
     for name in SHIPPED:
         for file in ("envhub.toml", "README.md", "prompts/system.md"):

@@ -18,7 +18,7 @@ import pytest
 import envhub
 from envhub.errors import EnvNotFoundError, UsageError
 from envhub.runtime import RemoteError, load_remote
-from envhub.settings import load_settings
+from envhub.context import Context, make_plugin_manager
 from tests.conftest import run_envhub
 from tests.serve_fixtures import (
     BIG_SPLIT,
@@ -582,7 +582,7 @@ def test_concurrency_limit_is_a_429_and_frees_on_close(limited: Server) -> None:
     _close(limited, ids.pop())
     ids.append(_open(limited).json()["episode_id"])
     # the client waits for a free slot (429 + Retry-After) up to busy_wait_s, then gives up
-    env = load_remote(limited.url("acme/calc"), settings=load_settings({}), token=TOKEN, busy_wait_s=0.3)
+    env = load_remote(limited.url("acme/calc"), settings=Context.create(autoload=False, environ={}).settings, token=TOKEN, busy_wait_s=0.3)
     task = env.tasks("dev")[0]
     touch()
     with pytest.raises(RemoteError) as e:
@@ -753,8 +753,9 @@ def test_serve_command_errors(bundles: dict[str, Path], tmp_path: Path, envhub_c
 def test_serve_is_listed_and_settings_hide_tokens() -> None:
     result = run_envhub("--help")
     assert "serve" in result.out
-    settings = load_settings({"ENVHUB_HOME": "/h", "ENVHUB_CACHE": "/c", "ENVHUB_SERVE_TOKEN": "client-secret-x",
-                              "ENVHUB_SERVE_TOKENS": " a-secret-token-000001 ,b-secret-token-000002,"})
+    settings = Context.create(autoload=False, environ={
+        "ENVHUB_HOME": "/h", "ENVHUB_CACHE": "/c", "ENVHUB_SERVE_TOKEN": "client-secret-x",
+        "ENVHUB_SERVE_TOKENS": " a-secret-token-000001 ,b-secret-token-000002,"}).settings
     assert settings.serve_token == "client-secret-x"
     assert settings.serve_tokens == ("a-secret-token-000001", "b-secret-token-000002")
     assert "secret" not in repr(settings)
@@ -833,7 +834,7 @@ def test_served_manifest_is_the_public_one_without_held_out_seeds_or_secrets(tmp
     # names the secret; the drawn seeds are nowhere but in what is made with the key.
     on_disk = (root / "envhub.toml").read_text()
     assert sorted({f for f in forbidden if f in on_disk}) == ["771000", "771010", "secrets/test.key"]
-    built = dump_manifest(build_bundle(root, tmp_path / "dist").manifest)
+    built = dump_manifest(build_bundle(root, tmp_path / "dist", plugins=make_plugin_manager(autoload=False)).manifest)
 
     s = start_server([str(root), "--trust"], tmp_path / "serve", env={"ENVHUB_SERVE_TOKENS": TOKEN})
     try:
@@ -853,3 +854,79 @@ def test_served_manifest_is_the_public_one_without_held_out_seeds_or_secrets(tmp
         assert all(seed in held.text for seed in test_seeds)
     finally:
         s.stop()
+
+
+# --- the protocol's messages (envhub.runtime.served) -------------------------------------------------
+
+
+def test_every_answer_of_a_real_server_decodes_to_its_record_and_encodes_back(raw: Recorder) -> None:
+    """The server and the client share one encoding: what the server sends is exactly what
+    the records make, field for field."""
+    from envhub.runtime.served import EnvironmentDetail, EpisodeCreated, ScoreView, StepView, TaskPage, TaskView
+
+    detail = raw("GET", "/v1/environments/acme/calc").json()
+    assert EnvironmentDetail.from_json(detail).to_json() == detail
+    listed = raw("GET", "/v1/environments").json()["environments"]
+    assert [EnvironmentDetail.from_json({**s, "score_version": 1, "max_turns": 1}).summary_json() for s in listed] \
+        == listed
+    for split, headers in (("train", {}), ("test", _auth())):
+        page = raw("GET", f"/v1/environments/acme/calc/splits/{split}/tasks", headers=headers).json()
+        assert TaskPage.from_json(page).to_json() == page
+        held_out = TaskView.from_json(page["tasks"][0])
+        assert (held_out.data is None) == (split == "test")
+    created = raw("POST", "/v1/environments/acme/calc/episodes", {"split": "train", "index": 0}).json()
+    assert EpisodeCreated.from_json(created).to_json() == created
+    step = raw("POST", f"/v1/episodes/{created['episode_id']}/step", {"action": "no idea"}).json()
+    assert StepView.from_json(step).to_json() == step
+    score = raw("POST", "/v1/environments/acme/calc/score",
+                {"split": "train", "task_id": created["task"]["id"], "completion": "1"}).json()
+    assert ScoreView.from_json(score).to_json() == {k: score[k] for k in ("reward", "breakdown", "error")}
+
+
+@pytest.mark.parametrize(("record", "body", "message"), [
+    ("StepView", {"observation": {"messages": []}, "turns": 1}, "step: field 'done' is missing"),
+    ("StepView", {"observation": {}, "done": "yes", "turns": 1}, "step: field 'done' has the wrong type (str)"),
+    ("ScoreView", {"reward": True}, "score: field 'reward' has the wrong type (bool)"),
+    ("EpisodeCreated", [], "episode: expected a JSON object, got list"),
+    ("TaskPage", {"total": 1, "tasks": [{"id": "a"}]}, "task: field 'split' is missing"),
+], ids=["missing", "wrong-type", "bool-is-no-number", "not-an-object", "nested"])
+def test_a_message_that_is_not_the_protocols_is_a_protocol_error(record: str, body: Any, message: str) -> None:
+    from envhub.runtime import served
+
+    with pytest.raises(served.ProtocolError) as info:
+        getattr(served, record).from_json(body)
+    assert info.value.message == message
+    assert info.value.hint == "use the same envhub version on the client as on the server"
+
+
+def test_the_protocol_version_is_in_one_place() -> None:
+    from envhub.runtime.served import PREFIX, PROTOCOL_VERSION
+
+    assert (PROTOCOL_VERSION, PREFIX) == (1, "/v1")
+
+
+def test_client_request_bodies_leave_out_defaults_as_the_server_reads_them() -> None:
+    from envhub.runtime.served import CreateEpisodeRequest, ScoreRequest
+
+    body = CreateEpisodeRequest.model_construct(split="test", index=0, seed=None, policy_model=None,
+                                                force_self_judge=False).to_json()
+    assert body == {"split": "test", "index": 0}
+    assert CreateEpisodeRequest.model_validate(body).index == 0
+    score = ScoreRequest.model_construct(split="dev", task_id="t", completion="4", policy_model="m",
+                                         force_self_judge=True).to_json()
+    assert score == {"split": "dev", "task_id": "t", "completion": "4", "policy_model": "m", "force_self_judge": True}
+
+
+def test_serve_without_envhub_registry_says_how_to_install_it_from_a_checkout(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    # envhub-registry is installed here: the child interpreter is told it is not.
+    code = ("import sys; sys.modules['envhub_registry'] = None; sys.argv = ['envhub', 'serve', 'x']\n"
+            "import runpy; runpy.run_module('envhub', run_name='__main__')")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert "envhub serve needs the envhub-registry distribution, which is not installed" in proc.stderr
+    assert "pip install ./registry" in proc.stderr
+    assert "pip install envhub-registry" not in proc.stderr
+    assert "Traceback" not in proc.stderr

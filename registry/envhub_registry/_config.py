@@ -135,7 +135,7 @@ def _validate(data: Mapping[str, Any], where: str) -> ServeConfig:
 
 
 def _loc(loc: Sequence[Any]) -> str:
-    parts = []
+    parts: list[str] = []
     for part in loc:
         parts.append(f"[{part}]" if isinstance(part, int) else ("." if parts else "") + str(part))
     return "".join(parts) or "(top level)"

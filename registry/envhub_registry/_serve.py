@@ -48,6 +48,10 @@ def load_environments(refs: Sequence[str], *, context: Context, trust: bool, reg
                        offline=offline)
             if any(s.held_out for s in env.splits.values()):
                 log.warning("%s: the held-out splits are not served: %s", env.name, e.message)
+        if not isinstance(env, Environment):
+            # A composite (format = "mixture") has no tools or harness of its own to offer.
+            raise UsageError(f"{ref}: envhub serve does not serve composite environments ({env.name} mixes "
+                             "other environments' splits)", hint="serve the bundles of the environments it mixes")
         _warm(env)
         envs.append(env)
     return envs

@@ -66,7 +66,7 @@ class DatasetError(ValueError):
 
 
 _lock = threading.Lock()
-_datasets: dict[tuple[str, int | None, int], Any] = {}
+_datasets: dict[tuple[str, int | None, int, int], Any] = {}
 
 
 def _factory() -> Any:
