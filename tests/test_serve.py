@@ -930,3 +930,16 @@ def test_serve_without_envhub_registry_says_how_to_install_it_from_a_checkout(tm
     assert "pip install ./registry" in proc.stderr
     assert "pip install envhub-registry" not in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_serve_refuses_a_composite_environment_with_a_clear_error(tmp_path: Path) -> None:
+    from envhub_registry import load_environments
+
+    composite = Path(__file__).resolve().parent.parent / "example_envs" / "math-and-shop"
+    context = Context.create(autoload=False, environ={"ENVHUB_HOME": str(tmp_path / "home"),
+                                                      "ENVHUB_CACHE": str(tmp_path / "cache")})
+    with pytest.raises(UsageError) as info:
+        load_environments([str(composite)], context=context, trust=True, registry=None, offline=True)
+    assert info.value.message == (f"{composite}: envhub serve does not serve composite environments "
+                                  "(envhub-examples/math-and-shop mixes other environments' splits)")
+    assert info.value.hint == "serve the bundles of the environments it mixes"
