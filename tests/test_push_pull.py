@@ -20,6 +20,7 @@ from envhub.bundle import RECORD
 from tests.conftest import RegistryTarget, run_envhub
 from tests.registry_fixtures import (
     NAME,
+    PLUGINS,
     SECRET,
     built_env,
     craft,
@@ -288,10 +289,12 @@ def test_push_with_heldout_needs_a_store(tmp_path: Path) -> None:
     from envhub.errors import UsageError
     from envhub.hub import push as do_push
     from envhub.registry import open_registry
+    from envhub.settings import load_settings
 
     registry = tmp_path / "registry"
     with pytest.raises(UsageError) as exc:
-        do_push(write_env(tmp_path / "b"), open_registry(str(registry)), heldout_url=None)
+        do_push(write_env(tmp_path / "b"), open_registry(str(registry), load_settings(), plugins=PLUGINS),
+                heldout_url=None, plugins=PLUGINS)
     assert str(exc.value) == ("acme/arith has held-out splits but no held-out store is configured\n"
                               "  hint: set ENVHUB_HELDOUT_STORE")
     assert not (registry / "index").exists()
@@ -624,6 +627,7 @@ def test_concurrent_pushes_of_one_version_have_one_winner(tmp_path: Path) -> Non
     """Two processes push the same versions with different content, starting each round
     together: every round has exactly one winner, and the loser is told why."""
     from envhub.registry import open_registry
+    from envhub.settings import load_settings
 
     rounds = 10
     registry = tmp_path / "registry"
@@ -638,7 +642,7 @@ def test_concurrent_pushes_of_one_version_have_one_winner(tmp_path: Path) -> Non
     for p in workers:
         p.join(timeout=60)
         assert p.exitcode == 0
-    published = {e.version: e.digest for e in open_registry(str(registry)).versions(NAME)}
+    published = {e.version: e.digest for e in open_registry(str(registry), load_settings(), plugins=PLUGINS).versions(NAME)}
     assert sorted(published) == sorted(versions)
     for version in versions:
         got = sorted((o for o in outcomes if o[0] == version), key=lambda o: o[1])
