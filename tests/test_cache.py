@@ -15,7 +15,8 @@ import pytest
 from envhub.cache import Cache
 from envhub.errors import IntegrityError
 from envhub.registry import VersionEntry, open_registry
-from tests.registry_fixtures import NAME, built_env, pull_worker, write_env
+from envhub.settings import load_settings
+from tests.registry_fixtures import NAME, PLUGINS, built_env, pull_worker, write_env
 
 
 @pytest.fixture
@@ -155,7 +156,7 @@ def test_concurrent_pulls_share_one_bundle(tmp_path: Path, cache_dir: Path) -> N
     """Several processes pull the same bundles into one cache at the same moment: all
     succeed, each bundle is one directory, and nothing is left in tmp/."""
     registry_url = str(tmp_path / "registry")
-    registry = open_registry(registry_url)
+    registry = open_registry(registry_url, load_settings(), plugins=PLUGINS)
     # Large enough that extraction takes a while, so the processes overlap.
     refs = []
     for i in range(4):
@@ -201,7 +202,8 @@ main(["pull", sys.argv[1], "--registry", sys.argv[2]])
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
 def test_killed_pull_leaves_nothing_half_extracted(tmp_path: Path, cache_dir: Path, envhub_cli) -> None:
     registry = tmp_path / "registry"
-    open_registry(str(registry)).publish(built_env(tmp_path, "1.0.0", heldout=False))
+    open_registry(str(registry), load_settings(), plugins=PLUGINS).publish(built_env(tmp_path, "1.0.0",
+                                                                                   heldout=False))
     proc = subprocess.run([sys.executable, "-c", _KILL_PULL, NAME, str(registry)], capture_output=True, text=True,
                           timeout=60)
     assert proc.returncode == -9, proc.stderr

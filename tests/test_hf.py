@@ -17,7 +17,7 @@ import pytest
 from envhub.errors import IntegrityError, RegistryError
 from tests.conftest import RegistryTarget
 from tests.hf_server import HubServer
-from tests.registry_fixtures import NAME, SECRET, built_env, sha256, write_env
+from tests.registry_fixtures import NAME, PLUGINS, SECRET, built_env, sha256, write_env
 
 # The registry contract, run here on an hf:// registry (this module's registry_target).
 from tests.test_registry import (  # noqa: F401 - collected here with the fixture below
@@ -58,8 +58,9 @@ def url(hub: HubServer) -> str:
 class HfTarget(RegistryTarget):
     def open(self, *, other_client: bool = False):  # type: ignore[no-untyped-def]
         from envhub.registry import open_registry
+        from envhub.settings import load_settings
 
-        return open_registry(self.url)
+        return open_registry(self.url, load_settings(), plugins=PLUGINS)
 
 
 @pytest.fixture
@@ -70,21 +71,22 @@ def registry_target(url: str) -> RegistryTarget:
 
 def _registry(url: str):  # type: ignore[no-untyped-def]
     from envhub.registry import open_registry
+    from envhub.settings import load_settings
 
-    return open_registry(url)
+    return open_registry(url, load_settings(), plugins=PLUGINS)
 
 
 def _push(url: str, root: Path):  # type: ignore[no-untyped-def]
     from envhub.hub import push
 
-    return push(root, _registry(url), heldout_url=None)
+    return push(root, _registry(url), heldout_url=None, plugins=PLUGINS)
 
 
 def _pull(url: str, ref: str, **kw):  # type: ignore[no-untyped-def]
     from envhub.hub import pull
     from envhub.settings import load_settings
 
-    return pull(ref, url, load_settings(), **kw)
+    return pull(ref, url, load_settings(), plugins=PLUGINS, **kw)
 
 
 # --- layout on the Hub ----------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from envhub.errors import EnvNotFoundError, VersionConflictError
 from envhub.ids import parse_ref
 from envhub.registry import VersionEntry, select_version
 from tests.conftest import RegistryTarget
-from tests.registry_fixtures import NAME, SECRET, built_env, sha256, write_env
+from tests.registry_fixtures import NAME, PLUGINS, SECRET, built_env, sha256, write_env
 
 # --- the contract, on every backend ----------------------------------------------------------
 
@@ -167,7 +167,7 @@ def test_heldout_splits_never_reach_the_registry(registry_target: RegistryTarget
     from envhub.hub import push
     registry = registry_target.open()
     heldout_store = tmp_path / "private"
-    result = push(write_env(tmp_path / "b"), registry, heldout_url=str(heldout_store))
+    result = push(write_env(tmp_path / "b"), registry, heldout_url=str(heldout_store), plugins=PLUGINS)
     entry = result.publish.entry
     fs, root = registry.store.fs, registry.store.root
     stored = {path: fs.cat_file(path) for path in fs.find(root)}
@@ -186,8 +186,9 @@ def test_heldout_splits_never_reach_the_registry(registry_target: RegistryTarget
 def test_index_entry_layout(tmp_path: Path) -> None:
     """The spec's index entry: exactly these keys, nothing transient."""
     from envhub.registry import open_registry
+    from envhub.settings import load_settings
 
-    registry = open_registry(str(tmp_path / "r"))
+    registry = open_registry(str(tmp_path / "r"), load_settings(), plugins=PLUGINS)
     bundle = built_env(tmp_path, "1.2.0")
     registry.publish(bundle)
     data = json.loads((tmp_path / "r/index/acme/arith/1.2.json").read_text())
@@ -252,10 +253,12 @@ def test_select_version_no_match(ref: str, message: str) -> None:
 def two_registries(tmp_path: Path) -> tuple[Path, Path]:
     """Two directory registries told apart by what they hold: acme/alpha and acme/beta."""
     from envhub.registry import open_registry
+    from envhub.settings import load_settings
 
     alpha, beta = tmp_path / "alpha-registry", tmp_path / "beta-registry"
-    open_registry(str(alpha)).publish(built_env(tmp_path, name="acme/alpha"))
-    open_registry(str(beta)).publish(built_env(tmp_path, name="acme/beta"))
+    settings = load_settings()
+    open_registry(str(alpha), settings, plugins=PLUGINS).publish(built_env(tmp_path, name="acme/alpha"))
+    open_registry(str(beta), settings, plugins=PLUGINS).publish(built_env(tmp_path, name="acme/beta"))
     return alpha, beta
 
 
