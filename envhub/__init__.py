@@ -53,7 +53,16 @@ _WHERE = {
     "TrustError": "envhub.errors", "PolicyError": "envhub.errors",
     "hookimpl": "envhub.hookspecs",
 }
-__all__ = ["__version__", *sorted(_WHERE)]
+# Written out (not computed from _WHERE) so type checkers see the re-exports;
+# tests/test_architecture.py checks that the two agree.
+__all__ = [
+    "__version__", "BuiltBundle", "BundleCheck", "BundleError", "Context", "EnvName", "EnvNotFoundError",
+    "EnvRef", "EnvhubError", "Environment", "Episode", "EvalResult", "EvalSummary", "IntegrityError",
+    "InvalidIdError", "Manifest", "ManifestError", "Observation", "PolicyError", "Registry", "RegistryError",
+    "RolloutRecord", "Score", "StepResult", "Task", "Trajectory", "TrustError", "VersionConflictError",
+    "VersionEntry", "build_bundle", "dump_manifest", "evaluate", "hookimpl", "load", "load_manifest",
+    "open_registry", "parse_manifest", "parse_name", "parse_ref", "validate_bundle"
+]
 
 
 def __getattr__(name: str) -> Any:

@@ -192,3 +192,25 @@ def test_the_layers_contract_notices_an_import_that_points_up(tmp_path: Path) ->
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-2000:]
     assert "envhub.runtime is not allowed to import envhub.project" in result.stdout
     assert "envhub.runtime._runner -> envhub.project" in result.stdout
+
+
+def _packages() -> list[str]:
+    return sorted(_module_name(p, ROOT) for p in PACKAGE.rglob("__init__.py"))
+
+
+@pytest.mark.parametrize("package", _packages())
+def test_every_public_name_of_a_package_resolves_and_its_lazy_table_agrees(package: str) -> None:
+    """``__all__`` is written out, so type checkers see the re-exports; the lazy table that
+    answers them at run time names the same set, and every name resolves."""
+    import importlib
+
+    module = importlib.import_module(package)
+    public = getattr(module, "__all__", None)
+    if public is None:
+        pytest.skip(f"{package} has no public names of its own")
+    assert isinstance(public, list) and len(public) == len(set(public))
+    lazy = getattr(module, "_WHERE", None)
+    if isinstance(lazy, dict):
+        assert set(lazy) <= set(public), sorted(set(lazy) - set(public))
+    for name in public:
+        assert getattr(module, name) is not None or name.isupper(), f"{package}.{name}"

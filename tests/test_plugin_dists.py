@@ -425,9 +425,6 @@ def test_a_plugin_written_against_envhub_plugin_passes_mypy_strict(tmp_path: Pat
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-@pytest.mark.xfail(reason="envhub/__init__.py re-exports its names lazily without telling mypy they are exported "
-                          "(mypy --strict: 'Module \"envhub\" does not explicitly export attribute \"load\"'); it "
-                          "needs `from x import Y as Y` under TYPE_CHECKING or a literal __all__", strict=False)
 def test_code_using_envhub_load_passes_mypy_strict(tmp_path: Path) -> None:
     proc = _mypy_strict(tmp_path, _USES_LOAD)
     assert proc.returncode == 0, proc.stdout + proc.stderr

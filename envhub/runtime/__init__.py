@@ -78,7 +78,20 @@ _WHERE = {
     "make_tool": "_tools", "unknown_tool": "_tools",
     "as_assistant_message": "_types",
 }
-__all__ = sorted(_WHERE)
+# Written out (not computed from _WHERE) so type checkers see the re-exports;
+# tests/test_architecture.py checks that the two agree.
+__all__ = [
+    "ChatClient", "CheckResult", "CodeSpace", "CompositeEnvironment", "Curriculum", "CurriculumInfo",
+    "CurriculumRun", "CurriculumSummary", "Draw", "Environment", "Episode", "ErrorKind", "EvalResult",
+    "EvalRun", "EvalSummary", "Evaluation", "Executor", "GENERATED_CHECK_LIMIT", "LevelChange", "LocalExecutor",
+    "Observation", "RECORD_VERSION", "RemoteEnvironment", "RemoteError", "RolloutError", "RolloutJob",
+    "RolloutPlan", "RolloutRecord", "RolloutTiming", "RolloutUsage", "Score", "SplitInfo", "StateFactory",
+    "StateHandle", "StepResult", "SummaryEnvironment", "Task", "TaskOrigin", "Trajectory",
+    "as_assistant_message", "check_recorded", "code_entry_points", "compare", "dump_record", "files_state",
+    "load_remote", "make_executor", "make_tool", "new_records_file", "pass_at_k", "plan_jobs", "python_state",
+    "read_jsonl", "read_records", "refuse_shadowing", "rollout_record_json_schema", "run_rollout", "self_test",
+    "shadowing_files", "sqlite_state", "summarize", "trusted_namespaces", "unknown_tool"
+]
 
 
 def __getattr__(name: str) -> Any:
