@@ -41,7 +41,10 @@ def test_evaluate_a_bundle_directory_with_the_reference_policy(tmp_path: Path, c
     assert result.output == out and result.summary_path == tmp_path / "runs" / "dev.summary.json"
     assert json.loads(result.summary_path.read_text()) == result.as_json()
 
-    assert sorted(seen, key=lambda r: (r.task_id, r.rollout)) == sorted(result.records, key=lambda r: (r.task_id, r.rollout))
+    def order(r: RolloutRecord) -> tuple[str, int]:
+        return r.task_id, r.rollout
+
+    assert sorted(seen, key=order) == sorted(result.records, key=order)
     assert read_records(out) == seen  # the file, in the order the rollouts finished
     lines = out.read_text().splitlines()
     assert len(lines) == 4

@@ -10,8 +10,14 @@ from typing import Any
 import pytest
 
 from envhub.errors import UsageError
-from envhub.runtime import RECORD_VERSION, RolloutError, RolloutRecord, dump_record, read_records
-from envhub.runtime import rollout_record_json_schema
+from envhub.runtime import (
+    RECORD_VERSION,
+    RolloutError,
+    RolloutRecord,
+    dump_record,
+    read_records,
+    rollout_record_json_schema,
+)
 from tests.conftest import run_envhub
 from tests.runtime_fixtures import scaffold
 
@@ -105,7 +111,8 @@ def test_a_record_of_a_newer_version_is_refused(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("line", "detail"), [
     ("not json", "(not JSON: invalid literal, expected 'null': line 1 column 1 (char 0))"),
     ("[1, 2]", "(not a JSON object)"),
-    (json.dumps(old_shape(reward="high")), "(reward: Input should be a valid number, unable to parse string as a number)"),
+    (json.dumps(old_shape(reward="high")),
+     "(reward: Input should be a valid number, unable to parse string as a number)"),
     (json.dumps({k: v for k, v in old_shape().items() if k not in ("task_id", "seed")}),
      "(task_id: Field required; seed: Field required)"),
     (json.dumps(old_shape(record_version="one")), None),

@@ -54,7 +54,8 @@ def trust_option(f: Any) -> Any:
 @click.pass_context
 def eval_(ctx: click.Context, target: str, split: str, policy_spec: str, limit: int | None,
           rollouts_per_task: int, concurrency: int, seed: int | None, output: Path | None, resume: bool,
-          use_curriculum: bool, timeout_s: float | None, base_url: str | None, success_threshold: float, with_heldout: bool,
+          use_curriculum: bool, timeout_s: float | None, base_url: str | None, success_threshold: float,
+          with_heldout: bool,
           force_self_judge: bool, executor: str, trust: bool, registry: str | None, offline: bool,
           as_json: bool) -> None:
     """Roll out a policy on one split of an environment, writing one JSONL record per

@@ -22,7 +22,7 @@ It is plain, synchronous bookkeeping, so a training loop can drive it directly::
         curriculum.update(draw, reward)
 
 ``envhub eval --curriculum`` drives one with the rollout executor, a batch of
-``--concurrency`` draws at a time (see :func:`run_curriculum`).
+``--concurrency`` draws at a time (see :class:`envhub.runtime.CurriculumRun`).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ import re
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -148,7 +148,8 @@ def summarize(records: Iterable[RolloutRecord], *, success_threshold: float = 1.
         success_threshold=success_threshold, success_rate=successes / count if count else None,
         pass_at_k=_pass_at_ks(list(per_task.values())),
         criteria={name: s / n for name, (s, n) in sorted(criteria.items())},
-        errors=sum(kinds.values()), errors_by_kind=dict(sorted(kinds.items())), errors_by_type=dict(sorted(types.items())),
+        errors=sum(kinds.values()), errors_by_kind=dict(sorted(kinds.items())),
+        errors_by_type=dict(sorted(types.items())),
         environment=SummaryEnvironment(env=first.env, version=first.version, digest=first.digest,
                                        score_version=first.score_version) if first else None,
         split=first.split if first else None, policy=first.policy if first else None,
@@ -385,7 +386,7 @@ def new_records_file(directory: Path, name: str, version: str, split: str, polic
     (another one started in the same second) can take its name: the first free one of
     ``NAMESPACE--NAME-VERSION/SPLIT.POLICY.STAMP.jsonl``, ``...STAMP-2.jsonl``, ... An
     existing file is never reused."""
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     safe = re.sub(r"[^A-Za-z0-9._-]+", "_", policy)
     folder = directory / f"{name.replace('/', '--')}-{version}"
     folder.mkdir(parents=True, exist_ok=True)
