@@ -115,12 +115,13 @@ def test_a_broken_verifier_is_recorded_and_the_run_goes_on(tmp_path: Path, envhu
     result = envhub_cli("eval", str(root), "-s", "train", "-o", str(out), "--trust", "--json")
     assert result.code == 0
     rows = {r["task_id"]: r for r in records(out)}
-    # The record's error is typed (record version 1): the kind, the exception's class, its message.
-    assert rows["arith-train-002"]["error"] == {"kind": "exception", "type": "ZeroDivisionError",
+    # The record's error is typed (record version 1): what failed (the verifier, known where it
+    # happened, not parsed from text), the exception's class, its message.
+    assert rows["arith-train-002"]["error"] == {"kind": "verifier", "type": "ZeroDivisionError",
                                                "message": "division by zero"}
     assert rows["arith-train-002"]["reward"] == 0.0
     summary = json.loads(result.out)
-    assert (summary["errors_by_kind"], summary["errors_by_type"]) == ({"exception": 1}, {"ZeroDivisionError": 1})
+    assert (summary["errors_by_kind"], summary["errors_by_type"]) == ({"verifier": 1}, {"ZeroDivisionError": 1})
     assert sum(r["reward"] for r in rows.values()) == 5.0
 
 

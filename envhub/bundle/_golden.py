@@ -96,8 +96,10 @@ def read_golden(path: Path, manifest: Manifest, *, shown: str) -> tuple[list[Gol
             bad(number, f"'reward' must be a number in [0, 1], got {reward!r}",
                 "write the reward the episode got (envhub eval -o records carry it)")
             continue
-        if row.get("error") is not None:
-            bad(number, f"the episode failed ({row['error']}), so its messages are not a finished episode",
+        if (error := row.get("error")) is not None:
+            # A record's error is {kind, type, message} (rollout record version 1), or text before it.
+            shown_error = f"{error.get('type')}: {error.get('message')}" if isinstance(error, dict) else error
+            bad(number, f"the episode failed ({shown_error}), so its messages are not a finished episode",
                 "drop records whose 'error' is set")
             continue
         actions = _actions(row)

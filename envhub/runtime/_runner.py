@@ -1,6 +1,7 @@
 """Rollouts: run a policy on an environment's tasks and record every episode.
 
-:func:`run_rollout` plays one episode with a policy and returns its record. An
+:func:`run_rollout` plays one episode with a policy and returns its typed record
+(:class:`~envhub.runtime.RolloutRecord`, ``spec/rollout-record.md``). An
 :class:`Executor` runs many; :class:`LocalExecutor` does so in this process's event loop
 with a concurrency limit. A distributed executor implements the same interface (a plan
 and jobs in, records out), so ``envhub eval`` does not change when rollouts leave the
@@ -18,7 +19,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
-from envhub.errors import EnvhubError
+from envhub.errors import EnvhubError, PolicyError
+from envhub.runtime._records import (
+    CurriculumInfo,
+    RolloutError,
+    RolloutRecord,
+    RolloutTiming,
+    RolloutUsage,
+    TaskOrigin,
+)
 from envhub.runtime._types import Task
 
 if TYPE_CHECKING:
@@ -60,9 +69,10 @@ def rollout_seed(run_seed: int | None, task_id: str, rollout: int) -> int:
     return int.from_bytes(digest, "big")
 
 
-async def run_rollout(plan: RolloutPlan, job: RolloutJob) -> dict[str, Any]:
-    """Play one episode and return its record. Never raises for the policy's or the
-    environment's failures: they go into the record's ``error`` with reward 0."""
+async def run_rollout(plan: RolloutPlan, job: RolloutJob) -> RolloutRecord:
+    """Play one episode and return its record. Never raises for the policy's, the
+    environment's or the verifier's failures: they go into the record's ``error``, typed
+    by what failed, with reward 0."""
     from envhub.runtime.policies import track_usage
 
     env, policy, task = plan.env, plan.policy, job.task
@@ -70,7 +80,7 @@ async def run_rollout(plan: RolloutPlan, job: RolloutJob) -> dict[str, Any]:
     started_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
     start = time.perf_counter()
     policy_s = 0.0
-    error: str | None = None
+    error: RolloutError | None = None
     reward = 0.0
     breakdown: dict[str, float] = {}
     score_info: dict[str, Any] = {}
@@ -90,46 +100,63 @@ async def run_rollout(plan: RolloutPlan, job: RolloutJob) -> dict[str, Any]:
         reward = episode.score.reward
         breakdown = dict(episode.score.breakdown)
         score_info = dict(episode.score.info)
-        error = episode.score.error
+        if episode.score.error is not None:  # the verifier raised while scoring (Environment.score)
+            error = _verifier_error(episode.score.error)
     except TimeoutError:
-        error = f"timeout: the episode took longer than {plan.timeout_s:g} s"
+        error = RolloutError(kind="timeout", type="TimeoutError",
+                             message=f"the episode took longer than {plan.timeout_s:g} s")
+    except PolicyError as e:
+        error = RolloutError(kind="policy", type=type(e).__name__, message=e.message)
     except EnvhubError as e:
-        error = f"{type(e).__name__}: {e.message}"
+        error = RolloutError(kind="environment", type=type(e).__name__, message=e.message)
     except Exception as e:
-        error = f"{type(e).__name__}: {e}"
+        error = RolloutError(kind="exception", type=type(e).__name__, message=str(e))
     finally:
         episode.close()
     messages = episode.messages
     child = getattr(env, "task_provenance", None)
-    return {
-        **plan.provenance,
-        **({"child": prov} if child is not None and (prov := child(task)) is not None else {}),
-        "split": task.split,
-        "task_id": task.id,
-        "rollout": job.rollout,
-        "seed": job.seed,
-        "difficulty": task.difficulty,
-        **({"curriculum": job.curriculum} if job.curriculum is not None else {}),
-        "reward": reward,
-        "breakdown": breakdown,
-        **({"score_info": score_info} if score_info else {}),
-        "error": error,
-        "turns": episode.turns,
-        "truncated": episode.truncated,
-        "tool_calls": [call for m in messages if m.get("role") == "assistant" for call in (m.get("tool_calls") or [])],
-        "tool_errors": episode.tool_errors,
-        "messages": messages,
-        "usage": usage.as_dict(),
-        "timing": {"started_at": started_at, "duration_s": round(time.perf_counter() - start, 6),
-                   "policy_s": round(policy_s, 6)},
-    }
+    origin = child(task) if child is not None else None
+    # Built without validation: every field comes from envhub's own typed values (the
+    # reward is in [0, 1] by Score's contract), and validating each record cost more than
+    # the rest of a trivial rollout. Records from other executors are validated
+    # (RolloutRecord.from_runner).
+    return RolloutRecord.model_construct(**{**plan.provenance, **dict(
+        child=TaskOrigin(**origin) if origin is not None else None,
+        split=task.split,
+        task_id=task.id,
+        rollout=job.rollout,
+        seed=job.seed,
+        difficulty=task.difficulty,
+        curriculum=CurriculumInfo(**job.curriculum) if job.curriculum is not None else None,
+        reward=reward,
+        breakdown=breakdown,
+        score_info=score_info or None,
+        error=error,
+        turns=episode.turns,
+        truncated=episode.truncated,
+        tool_calls=[call for m in messages if m.get("role") == "assistant" for call in (m.get("tool_calls") or [])],
+        tool_errors=episode.tool_errors,
+        messages=messages,
+        usage=RolloutUsage(**usage.as_dict()),
+        timing=RolloutTiming(started_at=started_at, duration_s=round(time.perf_counter() - start, 6),
+                             policy_s=round(policy_s, 6)),
+    )})
+
+
+def _verifier_error(text: str) -> RolloutError:
+    """The error of a score whose verifier raised: :meth:`Score.failed` holds it as
+    ``"<Type>: message"``, the kind is known here."""
+    head, sep, rest = text.partition(": ")
+    if sep and head.isidentifier():
+        return RolloutError(kind="verifier", type=head, message=rest)
+    return RolloutError(kind="verifier", type="VerifierError", message=text)
 
 
 class Executor(ABC):
     """Runs the rollouts of a plan and yields their records as they finish (in any order)."""
 
     @abstractmethod
-    def run(self, plan: RolloutPlan, jobs: Sequence[RolloutJob]) -> AsyncIterator[dict[str, Any]]:
+    def run(self, plan: RolloutPlan, jobs: Sequence[RolloutJob]) -> AsyncIterator[RolloutRecord]:
         ...
 
 
@@ -140,10 +167,10 @@ class LocalExecutor(Executor):
     objects, not 100,000 pending tasks.
     """
 
-    async def run(self, plan: RolloutPlan, jobs: Sequence[RolloutJob]) -> AsyncIterator[dict[str, Any]]:
+    async def run(self, plan: RolloutPlan, jobs: Sequence[RolloutJob]) -> AsyncIterator[RolloutRecord]:
         if not jobs:
             return
-        queue: asyncio.Queue[dict[str, Any] | BaseException] = asyncio.Queue()
+        queue: asyncio.Queue[RolloutRecord | BaseException] = asyncio.Queue()
         pending = iter(jobs)
 
         async def worker() -> None:
