@@ -1,60 +1,222 @@
 #!/usr/bin/env python3
-"""Set up, demo and test envhub with nothing but Python.
+"""Set up, demo and test envhub with nothing but Python 3.11 or newer.
 
-    python3 dev.py demo    set up .venv if needed, then run the main job
-    python3 dev.py test    set up .venv if needed, then run the whole test suite
-    python3 dev.py setup   only set up .venv
+    python3 dev.py demo           set up .venv for the demo if needed, then run the main job
+    python3 dev.py test [ARGS]    set up .venv for development if needed, then run the whole test suite
+    python3 dev.py test --fast    the same without the slow tests, on every core (under a minute)
+    python3 dev.py setup [demo]   only set up .venv for development (or, with ``demo``, the demo's set)
+    python3 dev.py lock           refresh the locks in requirements/ from the pyproject.toml files
+    python3 dev.py lock --upgrade the same, taking the newest release of every dependency
 
-Set-up creates ``.venv`` and installs this repository's distributions into it (editable,
-with the ``dev`` extra); it reinstalls only when a pyproject.toml changed.
+Set-up creates ``.venv`` with the standard library, installs a pinned uv into it with pip, and
+installs the locked dependencies (requirements/demo.txt or requirements/dev.txt, exact versions
+with hashes, nothing re-resolved) and this repository's three distributions, editable. It
+reinstalls only when a pyproject.toml or a lock changed, and it recreates a ``.venv`` made by
+another Python. Without uv it falls back to pip, slower, with the same locks.
+docs/development.md says more.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import shutil
 import subprocess
 import sys
 import venv
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+#: The oldest Python the project supports (requires-python in pyproject.toml), which CI runs.
+REQUIRED_PYTHON = (3, 11)
+
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
-BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
-STAMP = VENV / ".envhub-dev-stamp"
-# The distributions this repository ships, installed together: envhub itself, the registry
-# service, and the first-party plugins.
-INSTALL = [".[dev]", "./registry", "./plugins/envhub-reasoning-gym"]
+LOCKS = ROOT / "requirements"
+#: The uv that installs the locks; requirements/uv.txt pins it with hashes.
+UV_VERSION = "0.13.9"
+#: This repository's distributions, installed editable on top of a lock: envhub itself, the
+#: registry service, and the first-party reasoning-gym plugin.
+EDITABLE = [".", "./registry", "./plugins/envhub-reasoning-gym"]
+#: What each lock is compiled from. ``demo`` is what the demo runs on (the three
+#: distributions' runtime dependencies); ``dev`` adds the ``dev`` extra (tests, linters).
+LOCK_INPUTS = {
+    "dev": ["-e .[dev]", "-e ./registry", "-e ./plugins/envhub-reasoning-gym"],
+    "demo": ["-e .", "-e ./registry", "-e ./plugins/envhub-reasoning-gym"],
+}
+#: The sets a set-up of each kind leaves installed (the dev lock holds the demo's packages too).
+COVERS = {"dev": ["demo", "dev"], "demo": ["demo"]}
+
+
+def check_python(version: Sequence[int] = tuple(sys.version_info)) -> str | None:
+    """None when ``version`` (major, minor, ...) is new enough; else what to tell the user."""
+    if tuple(version[:2]) >= REQUIRED_PYTHON:
+        return None
+    found = ".".join(str(part) for part in version[:3])
+    needed = ".".join(str(part) for part in REQUIRED_PYTHON)
+    return (f"dev.py: this is Python {found}; envhub needs Python {needed} or newer.\n"
+            f"Run it with a newer interpreter, e.g. `python{needed} dev.py demo`, or install Python {needed} "
+            f"(your package manager, pyenv or python.org) and try again.")
+
+
+def venv_python(venv_dir: Path) -> tuple[int, int] | None:
+    """The (major, minor) version of the Python that made the venv at ``venv_dir``, from its
+    pyvenv.cfg; None when there is no venv there or the file does not say."""
+    try:
+        lines = (venv_dir / "pyvenv.cfg").read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        key, _, value = line.partition("=")
+        if key.strip() in ("version", "version_info"):
+            parts = value.strip().split(".")
+            if len(parts) >= 2 and parts[0].isdigit() and parts[1].isdigit():
+                return int(parts[0]), int(parts[1])
+    return None
+
+
+def stale_venv(venv_dir: Path, version: Sequence[int] = tuple(sys.version_info)) -> str | None:
+    """Why the venv at ``venv_dir`` must be made anew for this Python, or None if it can stay
+    (or there is none)."""
+    if not venv_dir.exists():
+        return None
+    made_by = venv_python(venv_dir)
+    if made_by is None:
+        return f"{venv_dir} is not a virtual environment this script can read (no version in pyvenv.cfg)"
+    if made_by != tuple(version[:2]):
+        return (f"{venv_dir} was made by Python {made_by[0]}.{made_by[1]}, "
+                f"this is Python {version[0]}.{version[1]}")
+    return None
+
+
+def _bin(venv_dir: Path = VENV) -> Path:
+    return venv_dir / ("Scripts" if os.name == "nt" else "bin")
 
 
 def _fingerprint() -> str:
     digest = hashlib.sha256()
-    for path in sorted(ROOT.glob("**/pyproject.toml")):
-        if ".venv" not in path.parts and ".envhub-dev" not in path.parts:
-            digest.update(path.relative_to(ROOT).as_posix().encode() + b"\0" + path.read_bytes())
-    digest.update("\0".join(INSTALL).encode())
+    sources = [p for p in ROOT.glob("**/pyproject.toml") if ".venv" not in p.parts and ".envhub-dev" not in p.parts]
+    for path in sorted([*sources, *LOCKS.glob("*.txt")]):
+        digest.update(path.relative_to(ROOT).as_posix().encode() + b"\0" + path.read_bytes())
+    digest.update("\0".join([*EDITABLE, UV_VERSION]).encode())
     return digest.hexdigest()
 
 
-def _run(*args: str | Path, cwd: Path = ROOT) -> None:
+def _run(*args: str | Path, cwd: Path = ROOT, env: dict[str, str] | None = None, check: bool = True) -> int:
     print("+", " ".join(str(a) for a in args), flush=True)
-    code = subprocess.call([str(a) for a in args], cwd=cwd)
-    if code != 0:
+    code = subprocess.call([str(a) for a in args], cwd=cwd, env=env)
+    if code != 0 and check:
         sys.exit(code)
+    return code
 
 
-def setup() -> None:
-    if not (BIN / "python").exists():
-        print(f"creating {VENV}", flush=True)
+def _require_python() -> None:
+    problem = check_python()
+    if problem:
+        print(problem, file=sys.stderr)
+        sys.exit(2)
+
+
+def _create_venv() -> None:
+    reason = stale_venv(VENV)
+    if reason:
+        print(f"dev.py: {reason}: making it anew", flush=True)
+        shutil.rmtree(VENV)
+    if not (_bin() / "python").exists():
+        print(f"dev.py: creating {VENV}", flush=True)
         venv.EnvBuilder(with_pip=True, clear=True).create(VENV)
+
+
+def _uv_env() -> dict[str, str]:
+    """The environment for uv: the package index and certificates pip is configured with (in
+    pip.conf or PIP_* variables), so uv reaches the same index pip does. pip's extra indexes
+    are left out: uv would prefer them to the main index, and the locks' hashes are the main
+    index's files."""
+    env = dict(os.environ)
+    out = subprocess.run([str(_bin() / "python"), "-m", "pip", "config", "list"],
+                         capture_output=True, text=True).stdout
+    config = {}
+    for line in out.splitlines():
+        key, _, value = line.partition("=")
+        config[key.rpartition(".")[2]] = value.strip().strip("'\"")
+    if config.get("index-url") and "UV_INDEX_URL" not in env and "UV_DEFAULT_INDEX" not in env:
+        env["UV_DEFAULT_INDEX"] = config["index-url"]
+    if config.get("cert") and "SSL_CERT_FILE" not in env:
+        env["SSL_CERT_FILE"] = config["cert"]
+    return env
+
+
+def _install_uv() -> Path | None:
+    """The venv's uv, installed with pip from requirements/uv.txt when missing or not the pinned
+    version; None (and a message) when pip could not install it."""
+    uv = _bin() / ("uv.exe" if os.name == "nt" else "uv")
+    if uv.exists():
+        version = subprocess.run([str(uv), "--version"], capture_output=True, text=True).stdout.split()
+        if version[1:2] == [UV_VERSION]:
+            return uv
+    pinned = LOCKS / "uv.txt"
+    source = ["--require-hashes", "-r", pinned.relative_to(ROOT)] if pinned.exists() else [f"uv=={UV_VERSION}"]
+    if _run(_bin() / "python", "-m", "pip", "install", "--no-deps", *source, check=False) == 0 and uv.exists():
+        return uv
+    print(f"dev.py: could not install uv {UV_VERSION} with pip; installing with pip instead (slower)", flush=True)
+    return None
+
+
+def setup(kind: str = "demo") -> None:
+    """Make ``.venv`` hold the ``kind`` set ("demo" or "dev") and this repository's distributions."""
+    _require_python()
+    _create_venv()
+    stamp = VENV / ".envhub-dev-stamp"
     fingerprint = _fingerprint()
-    if STAMP.exists() and STAMP.read_text() == fingerprint:
+    try:
+        done = json.loads(stamp.read_text())
+    except (OSError, ValueError):
+        done = {}
+    if done.get("fingerprint") == fingerprint and kind in done.get("sets", []):
         return
-    _run(BIN / "python", "-m", "pip", "install", "--quiet", "--upgrade", "pip")
-    _run(BIN / "python", "-m", "pip", "install", "--quiet", *(a for spec in INSTALL for a in ("-e", spec)))
-    STAMP.write_text(fingerprint)
+    python = _bin() / "python"
+    lock = (LOCKS / f"{kind}.txt").relative_to(ROOT)
+    editable = [a for spec in EDITABLE for a in ("-e", spec)]
+    uv = _install_uv()
+    if uv is not None:
+        env = _uv_env()
+        _run(uv, "pip", "install", "--python", python, "--no-deps", "--require-hashes", "-r", lock, env=env)
+        _run(uv, "pip", "install", "--python", python, "--no-deps", *editable, env=env)
+    else:
+        _run(python, "-m", "pip", "install", "--no-deps", "--require-hashes", "-r", lock)
+        _run(python, "-m", "pip", "install", "--no-deps", *editable)
+    stamp.write_text(json.dumps({"fingerprint": fingerprint, "sets": COVERS[kind]}))
+
+
+def lock() -> None:
+    """Compile requirements/{dev,demo,uv}.txt: exact versions with hashes, for every platform
+    and Python 3.11 and newer. Pins already in a lock are kept unless ``--upgrade`` is given."""
+    _require_python()
+    _create_venv()
+    uv = _install_uv()
+    if uv is None:
+        sys.exit(1)
+    LOCKS.mkdir(exist_ok=True)
+    local = ["envhub-rl", "envhub-registry", "envhub-reasoning-gym"]
+    common = ["pip", "compile", "-", "--universal", "--python-version", ".".join(map(str, REQUIRED_PYTHON)),
+              "--generate-hashes", "--no-config", "--custom-compile-command", "python3 dev.py lock",
+              *(a for name in local for a in ("--no-emit-package", name)), *sys.argv[2:]]
+    env = _uv_env()
+    # The dev lock first; the demo's is constrained by it, so the two agree on every version.
+    for kind, extra in [("dev", []), ("demo", ["-c", "requirements/dev.txt"])]:
+        print(f"+ uv {' '.join([*common, *extra])} -o requirements/{kind}.txt < {LOCK_INPUTS[kind]}", flush=True)
+        _compile([str(uv), *common, *extra, "-o", f"requirements/{kind}.txt"], LOCK_INPUTS[kind], env)
+    _compile([str(uv), *common, "-o", "requirements/uv.txt"], [f"uv=={UV_VERSION}"], env)
+
+
+def _compile(command: list[str], requirements: list[str], env: dict[str, str]) -> None:
+    # uv also prints the lock it writes: only its messages (stderr) are shown.
+    done = subprocess.run(command, cwd=ROOT, env=env, input="\n".join(requirements) + "\n", text=True,
+                          stdout=subprocess.DEVNULL)
+    if done.returncode != 0:
+        sys.exit(done.returncode)
 
 
 def demo() -> None:
@@ -69,10 +231,10 @@ def demo() -> None:
     leaves your own registry alone; nothing needs a network or an account. The examples are
     this repository's own code, so the demo trusts them (--trust); an environment scored by
     an LLM judge is self-tested and evaluated only when OPENAI_BASE_URL names a judge."""
-    setup()
+    setup("demo")
     os.environ.setdefault("ENVHUB_HOME", str(ROOT / ".envhub-dev" / "home"))
     os.environ.setdefault("ENVHUB_CACHE", str(ROOT / ".envhub-dev" / "cache"))
-    envhub = BIN / "envhub"
+    envhub = _bin() / "envhub"
     runs = ROOT / ".envhub-dev" / "runs"
     examples = _in_dependency_order(p for p in (ROOT / "example_envs").iterdir() if (p / "envhub.toml").exists())
     for example, manifest in examples:
@@ -111,13 +273,9 @@ def demo() -> None:
 def _in_dependency_order(bundles: Iterable[Path]) -> list[tuple[Path, dict[str, Any]]]:
     """The example bundles and their manifests, each after the examples it depends on (a
     composite's children must be in the registry before it is checked)."""
-    import json
+    import tomllib  # here, not at the top: the version check must run on older Pythons too
 
-    bundles = sorted(bundles)
-    # Read by the venv's interpreter: this one may be 3.10, without tomllib.
-    read = "import json, sys; from envhub import _toml; print(json.dumps([_toml.loads(open(p, encoding='utf-8').read()) for p in sys.argv[1:]]))"
-    out = subprocess.check_output([str(BIN / "python"), "-c", read, *(str(b / "envhub.toml") for b in bundles)])
-    manifests = dict(zip(bundles, json.loads(out)))
+    manifests = {b: tomllib.loads((b / "envhub.toml").read_text(encoding="utf-8")) for b in sorted(bundles)}
     by_name = {m["environment"]["name"]: b for b, m in manifests.items()}
     ordered: list[Path] = []
 
@@ -144,12 +302,22 @@ def _fresh(path: Path) -> Path:
 
 
 def test() -> None:
-    setup()
+    """The whole suite, or with ``--fast`` the tests not marked slow (tests/conftest.py) on
+    every core. Other arguments go to pytest."""
+    setup("dev")
+    args = sys.argv[2:]
+    if "--fast" in args:
+        args = ["-m", "not slow", "-n", "auto", *(a for a in args if a != "--fast")]
     # pytest exits 5 when it collected nothing: that is a failure here too (_run exits non-zero).
-    _run(BIN / "python", "-m", "pytest", *sys.argv[2:])
+    _run(_bin() / "python", "-m", "pytest", *args)
 
 
-COMMANDS = {"setup": setup, "demo": demo, "test": test}
+COMMANDS = {
+    "setup": lambda: setup("demo" if sys.argv[2:3] == ["demo"] else "dev"),
+    "demo": demo,
+    "test": test,
+    "lock": lock,
+}
 
 if __name__ == "__main__":
     if len(sys.argv) < 2 or sys.argv[1] not in COMMANDS:

@@ -1,4 +1,4 @@
-"""TOML reading: tomllib from Python 3.11, its backport tomli before.
+"""TOML reading, with the standard library's tomllib.
 
 :func:`loads` refuses, as a :class:`TOMLDecodeError` with a position, two documents the
 parser itself cannot take: arrays and inline tables nested more than :data:`MAX_NESTING`
@@ -10,13 +10,9 @@ from __future__ import annotations
 
 import re
 import sys
+import tomllib
 from pathlib import Path
 from typing import Any
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 __all__ = ["MAX_NESTING", "TOMLDecodeError", "find_pyproject", "load_file", "loads"]
 
