@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from envhub.context import make_plugin_manager
 from envhub.manifest import CodeTests
 from envhub.runtime import Score, Task, Trajectory
 from envhub.runtime.verifiers import (
@@ -32,23 +33,26 @@ from envhub.runtime.verifiers import (
     extract_code,
 )
 from envhub.sandbox import Limits, Sandbox, probe
+from envhub.settings import load_settings
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the sandbox is Linux's")
 NAMESPACES = "user-namespace" in probe().layers
+#: envhub's built-in verifier kinds, nothing installed.
+PLUGINS = make_plugin_manager(autoload=False)
 
 
 def ctx() -> VerifierContext:
     def refuse(entry_point: str) -> Any:
         raise AssertionError("code-tests loads no bundle code")
 
-    return VerifierContext(root=Path("."), load_entry_point=refuse)
+    return VerifierContext(root=Path("."), load_entry_point=refuse, settings=load_settings())
 
 
 # Runs meant to finish get a generous wall-clock limit: on a loaded 2-core CI machine starting
 # a sandboxed interpreter has taken over 2 s. Tests of the limit itself pass their own.
 def verifier(timeout_s: float = 10.0, memory_mb: int = 256) -> CodeTestsVerifier:
     spec = CodeTests(kind="code-tests", timeout_s=timeout_s, memory_mb=memory_mb)
-    return build_verifier(spec, ctx())  # type: ignore[return-value]
+    return build_verifier(spec, ctx(), plugins=PLUGINS)  # type: ignore[return-value]
 
 
 def run(candidate: str, tests: Any, **limits: Any) -> Score:

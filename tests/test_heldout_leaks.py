@@ -29,6 +29,7 @@ import pytest
 import envhub
 from envhub import _toml
 from tests.conftest import run_envhub
+from tests.registry_fixtures import PLUGINS
 from tests.serve_fixtures import TOKEN, start_server
 
 pytestmark = pytest.mark.timeout(600)
@@ -168,12 +169,14 @@ def _public_artifacts(published: Published) -> dict[str, str]:
         result = run_envhub("eval", env_id, "--split", "dev", "-n", "12", "--trust", "-o", str(out), env=published.home)
         assert result.code in (0, 1), result.err  # an llm-judge without an endpoint fails every rollout
         artifacts[f"eval {env_id} dev"] = result.out + result.err + (out.read_text() if out.exists() else "")
-    server = start_server([*ids, "--trust"], published.work / "serve",
+    # envhub serve refuses a composite (it serves the bundles a mixture mixes, pushed here too).
+    served = [(bundle, env_id) for bundle, env_id in zip(BUNDLES, ids) if not _mixture(bundle)]
+    server = start_server([*(env_id for _, env_id in served), "--trust"], published.work / "serve",
                           env={**published.home, "ENVHUB_SERVE_TOKENS": TOKEN})
     try:
         base = server.base_url
         paths = ["/v1/health", "/v1/environments"]
-        for bundle, env_id in zip(BUNDLES, ids):
+        for bundle, env_id in served:
             paths.append(f"/v1/environments/{env_id}")
             for split, spec in _manifest(bundle)["tasks"]["splits"].items():
                 paths.append(f"/v1/environments/{env_id}/splits/{split}/tasks?limit={_SERVED}")
@@ -191,7 +194,8 @@ def test_no_public_artifact_holds_a_held_out_task(published: Published) -> None:
     assert len(needles.found) > 500  # prompts, answers, rows, keys and seeds of every held-out split
     artifacts = _public_artifacts(published)
     refused = [name for name in artifacts if name.endswith("(401)")]
-    assert len(refused) == len(BUNDLES)  # each example's test split, asked for without a token
+    # each served example's test split, asked for without a token (a composite is not served)
+    assert len(refused) == len([b for b in BUNDLES if not _mixture(b)])
     assert needles.scan(artifacts) == [], "\n".join(needles.scan(artifacts))
 
     # Positive control: the held-out archives hold every held-out file, and the scan finds them there.
@@ -240,7 +244,7 @@ def _run_every_script(root: Path, home: Path) -> None:
 def test_running_the_public_archive_makes_no_held_out_file(bundle: Path, tmp_path: Path) -> None:
     from envhub.bundle import build_bundle
 
-    built = build_bundle(bundle, tmp_path / "dist")
+    built = build_bundle(bundle, tmp_path / "dist", plugins=PLUGINS)
     public = tmp_path / "public"
     with tarfile.open(built.public.path) as tar:
         tar.extractall(public, filter="data")

@@ -7,7 +7,11 @@ from pathlib import Path
 import pytest
 
 from envhub.bundle import validate_bundle
+from envhub.context import make_plugin_manager
 from envhub.scaffold import PROTOCOLS, STATES, module_name
+
+#: envhub's built-in plugin only (nothing installed is loaded).
+PLUGINS = make_plugin_manager(autoload=False)
 
 COMBOS = [(p, s) for p in PROTOCOLS for s in STATES]
 
@@ -17,7 +21,7 @@ def test_init_validates_as_created(tmp_path: Path, envhub_cli, protocol: str, st
     target = tmp_path / "env"
     result = envhub_cli("init", "acme/my-env", str(target), "--protocol", protocol, "--state", state)
     assert result.code == 0, result.err
-    check = validate_bundle(target)
+    check = validate_bundle(target, plugins=PLUGINS)
     assert check.problems == []  # no errors and no warnings
     manifest = tomllib.loads((target / "envhub.toml").read_text())
     assert manifest["harness"]["protocol"] == protocol
@@ -75,7 +79,7 @@ def test_init_refuses_non_empty_directory(tmp_path: Path, envhub_cli) -> None:
 def test_init_into_empty_directory(tmp_path: Path, envhub_cli) -> None:
     (tmp_path / "env").mkdir()
     assert envhub_cli("init", "acme/x", str(tmp_path / "env")).code == 0
-    assert validate_bundle(tmp_path / "env").ok
+    assert validate_bundle(tmp_path / "env", plugins=PLUGINS).ok
 
 
 @pytest.mark.parametrize(("name", "module"), [("acme/sql-shop", "sql_shop"), ("acme/2048", "env_2048"), ("a/b.c", "b_c")])
