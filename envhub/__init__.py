@@ -12,7 +12,10 @@ from typing import TYPE_CHECKING, Any
 from envhub._version import __version__
 
 if TYPE_CHECKING:
+    from envhub._evaluate import evaluate
+    from envhub._load import load
     from envhub.bundle import BuiltBundle, BundleCheck, build_bundle, validate_bundle
+    from envhub.context import Context
     from envhub.errors import (
         BundleError,
         EnvhubError,
@@ -29,11 +32,18 @@ if TYPE_CHECKING:
     from envhub.ids import EnvName, EnvRef, parse_name, parse_ref
     from envhub.manifest import Manifest, dump_manifest, load_manifest, parse_manifest
     from envhub.registry import Registry, VersionEntry, open_registry
-    from envhub._evaluate import evaluate
-    from envhub._load import load
-    from envhub.context import Context
-    from envhub.runtime import Environment, Episode, Observation, Score, StepResult, Task, Trajectory
-    from envhub.runtime import EvalResult, EvalSummary, RolloutRecord
+    from envhub.runtime import (
+        Environment,
+        Episode,
+        EvalResult,
+        EvalSummary,
+        Observation,
+        RolloutRecord,
+        Score,
+        StepResult,
+        Task,
+        Trajectory,
+    )
 
 _WHERE = {
     "BuiltBundle": "envhub.bundle", "BundleCheck": "envhub.bundle", "build_bundle": "envhub.bundle",

@@ -27,8 +27,7 @@ from envhub.hookspecs import (
 if TYPE_CHECKING:
     from envhub.plugins import PluginManager
     from envhub.registry import Registry
-    from envhub.runtime import Executor
-    from envhub.runtime import StateFactory
+    from envhub.runtime import Executor, StateFactory
     from envhub.runtime.policies import Policy, PolicyOptions
     from envhub.runtime.verifiers import Verifier, VerifierContext
     from envhub.settings import Settings
@@ -85,8 +84,7 @@ def _llm_judge(spec: Any, ctx: VerifierContext, factories: Factories) -> Verifie
 
 
 def _rubric(spec: Any, ctx: VerifierContext, factories: Factories) -> Verifier:
-    from envhub.runtime.verifiers import build_verifier
-    from envhub.runtime.verifiers import RubricVerifier
+    from envhub.runtime.verifiers import RubricVerifier, build_verifier
 
     return RubricVerifier(spec, lambda criterion: build_verifier(criterion, ctx, factories=factories))
 
@@ -292,8 +290,8 @@ class Builtins:
 
     @hookimpl
     def envhub_environments(self) -> list[EnvironmentPackage]:
-        from envhub.plugins import ENVIRONMENTS_GROUP
         from envhub._packages import packages_from_entry_points
+        from envhub.plugins import ENVIRONMENTS_GROUP
 
         return list(_sorted(packages_from_entry_points(self._manager.entry_points(ENVIRONMENTS_GROUP))))
 

@@ -43,8 +43,7 @@ import pluggy
 
 if TYPE_CHECKING:
     from envhub.registry import Registry
-    from envhub.runtime import Executor
-    from envhub.runtime import StateFactory
+    from envhub.runtime import Executor, StateFactory
     from envhub.runtime.policies import Policy, PolicyOptions
     from envhub.runtime.verifiers import Verifier, VerifierContext
     from envhub.settings import Settings

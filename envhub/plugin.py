@@ -56,59 +56,61 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from envhub.hookspecs import (
-    EnvironmentPackage as EnvironmentPackage,
-    ExecutorKind as ExecutorKind,
-    HarnessProtocol as HarnessProtocol,
-    PolicyKind as PolicyKind,
-    RegistryBackend as RegistryBackend,
-    StateKind as StateKind,
-    TaskFormat as TaskFormat,
-    TaskGenerator as TaskGenerator,
-    VerifierKind as VerifierKind,
-    hookimpl as hookimpl,
+    EnvironmentPackage,
+    ExecutorKind,
+    HarnessProtocol,
+    PolicyKind,
+    RegistryBackend,
+    StateKind,
+    TaskFormat,
+    TaskGenerator,
+    VerifierKind,
+    hookimpl,
 )
 
 if TYPE_CHECKING:
     from envhub.errors import (
-        EnvhubError as EnvhubError,
-        EnvNotFoundError as EnvNotFoundError,
-        IntegrityError as IntegrityError,
-        PluginError as PluginError,
-        PolicyError as PolicyError,
-        RegistryError as RegistryError,
-        UsageError as UsageError,
-        VersionConflictError as VersionConflictError,
+        EnvhubError,
+        EnvNotFoundError,
+        IntegrityError,
+        PluginError,
+        PolicyError,
+        RegistryError,
+        UsageError,
+        VersionConflictError,
     )
-    from envhub.manifest import OptionsModel as OptionsModel
+    from envhub.manifest import OptionsModel
     from envhub.registry import (
-        FsspecRegistry as FsspecRegistry,
-        PublishResult as PublishResult,
-        Registry as Registry,
-        VersionEntry as VersionEntry,
+        FsspecRegistry,
+        PublishResult,
+        Registry,
+        VersionEntry,
     )
     from envhub.runtime import (
-        Executor as Executor,
-        Observation as Observation,
-        RolloutJob as RolloutJob,
-        RolloutPlan as RolloutPlan,
-        Score as Score,
-        StateFactory as StateFactory,
-        StateHandle as StateHandle,
-        StepResult as StepResult,
-        Task as Task,
-        Trajectory as Trajectory,
-        run_rollout as run_rollout,
+        Executor,
+        Observation,
+        RolloutJob,
+        RolloutPlan,
+        Score,
+        StateFactory,
+        StateHandle,
+        StepResult,
+        Task,
+        Trajectory,
+        run_rollout,
     )
-    from envhub.runtime.policies import Policy as Policy, PolicyOptions as PolicyOptions
+    from envhub.runtime.policies import Policy, PolicyOptions
     from envhub.runtime.verifiers import (
         Factory as VerifierFactory,
-        MissingFieldError as MissingFieldError,
-        Verifier as Verifier,
-        VerifierContext as VerifierContext,
-        VerifierError as VerifierError,
-        task_value as task_value,
     )
-    from envhub.settings import Settings as Settings
+    from envhub.runtime.verifiers import (
+        MissingFieldError,
+        Verifier,
+        VerifierContext,
+        VerifierError,
+        task_value,
+    )
+    from envhub.settings import Settings
 
 #: name -> (module, attribute there), for the names imported on first use.
 _WHERE: dict[str, tuple[str, str]] = {

@@ -167,7 +167,7 @@ def _guessing_game(module: str) -> _Bundle:
     secrets_ = [37, 82, 5, 64, 19, 91, 46, 73, 28, 55]
     rows = [("I am thinking of a whole number from 1 to 100. Guess it: reply with just the number. "
              "After each guess I will say 'higher' or 'lower'.", str(n)) for n in secrets_]
-    game = f'''"""The environment's side of the guessing game: it answers each guess."""
+    game = '''"""The environment's side of the guessing game: it answers each guess."""
 
 from __future__ import annotations
 

@@ -11,23 +11,38 @@ from typing import TYPE_CHECKING, Any
 
 from envhub.bundle._golden import golden_problems
 from envhub.bundle._paths import bundle_files, escaping_symlinks, resolve_inside
-from envhub.manifest import MANIFEST_FILENAME, Manifest, Split, parse_manifest
-from envhub.manifest import local_dependency_problems
-from envhub.manifest import locate
-from envhub.manifest import CodeTests, ExactMatch, JsonMatch, LlmJudge, Numeric, RegexMatch, Rubric
-from envhub.problems import Problem, Report
+from envhub.manifest import (
+    MANIFEST_FILENAME,
+    CodeTests,
+    ExactMatch,
+    JsonMatch,
+    LlmJudge,
+    Manifest,
+    Numeric,
+    RegexMatch,
+    Rubric,
+    Split,
+    local_dependency_problems,
+    locate,
+    parse_manifest,
+)
+from envhub.problems import Problem
 from envhub.tasks import (
     DEFAULT_MAX_LINE_BYTES,
     IdSource,
+    Needle,
+    PublicFile,
+    SecretError,
     TaskIds,
+    distinctive,
     duplicate_id_problems,
+    find_leaks,
+    read_secret,
+    regenerating_scripts,
     scan_jsonl,
     scan_parquet,
-    SecretError,
-    read_secret,
     scan_rows,
 )
-from envhub.tasks import Needle, PublicFile, distinctive, find_leaks, regenerating_scripts
 
 if TYPE_CHECKING:
     from envhub.lookup import PluginLookup

@@ -11,8 +11,8 @@ import click
 from envhub.cli._common import json_option, offline_option, registry_option
 
 if TYPE_CHECKING:
-    from envhub.hub import PullResult
     from envhub.context import Context
+    from envhub.hub import PullResult
 
 __all__ = ["pull", "with_current_yank"]
 

@@ -163,9 +163,9 @@ def _against(check: BundleCheck, ref: str, context: Context, *, registry: str | 
              compared: dict[Path, dict[str, object]]) -> list[Problem]:
     """The --against problems of one statically valid bundle; what was replayed goes into
     ``compared`` under the bundle's path."""
+    from envhub._load import load
     from envhub.errors import EnvhubError, EnvNotFoundError
     from envhub.problems import Problem
-    from envhub._load import load
     from envhub.runtime import compare
 
     manifest_file = str(check.path / "envhub.toml")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from envhub.manifest._limits import MAX_BYTES, MAX_DEPTH, MAX_ELEMENTS, MAX_KEYS, MAX_STRING
 from envhub.manifest._load import (
     MANIFEST_FILENAME,
     dump_manifest,
@@ -11,32 +12,26 @@ from envhub.manifest._load import (
     parse_manifest,
     validate_manifest_data,
 )
-from envhub.manifest._models import (
-    MANIFEST_VERSION,
-    VERIFIER_KINDS,
-    ConfigSection,
-    EnvironmentSection,
-    HarnessSection,
-    Manifest,
-    Split,
-    StateSection,
-    TasksSection,
-)
-from envhub.manifest._limits import MAX_BYTES, MAX_DEPTH, MAX_ELEMENTS, MAX_KEYS, MAX_STRING
 from envhub.manifest._local import LocalDependency, local_dependencies, local_dependency_problems
 from envhub.manifest._locate import locate
 from envhub.manifest._models import (
     HARNESS_PROTOCOLS,
+    MANIFEST_VERSION,
     STATE_KINDS,
     TASK_FORMATS,
+    VERIFIER_KINDS,
     CodeTests,
     CodeTestsCriterion,
+    ConfigSection,
     Curriculum,
+    EnvironmentSection,
     ExactMatch,
     ExactMatchCriterion,
+    HarnessSection,
     JsonMatch,
     LlmJudge,
     LlmJudgeCriterion,
+    Manifest,
     Numeric,
     NumericCriterion,
     PythonCriterion,
@@ -45,6 +40,9 @@ from envhub.manifest._models import (
     RegexMatch,
     Rubric,
     Sampling,
+    Split,
+    StateSection,
+    TasksSection,
 )
 from envhub.manifest._plugins import OptionsModel
 from envhub.manifest._types import CANARY_PREFIX

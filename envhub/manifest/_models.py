@@ -8,7 +8,7 @@ checks that relate fields to each other live in :mod:`envhub.manifest._semantic`
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, WithJsonSchema
 from pydantic import Tag as _Tag
@@ -97,7 +97,7 @@ def _dependency_tag(value: Any) -> str:
 
 #: A ``[dependencies]`` value: a version specifier, or a table with a path.
 Dependency = Annotated[
-    Union[Annotated[SpecifierStr, _Tag("specifier")], Annotated[PathDependency, _Tag("table")]],
+    Annotated[SpecifierStr, _Tag("specifier")] | Annotated[PathDependency, _Tag("table")],
     Discriminator(_dependency_tag),
 ]
 
@@ -344,16 +344,16 @@ def _criterion_tag(value: Any) -> str | None:
 
 
 Criterion = Annotated[
-    Union[
-        Annotated[ExactMatchCriterion, _Tag("exact-match")],
-        Annotated[NumericCriterion, _Tag("numeric")],
-        Annotated[RegexCriterion, _Tag("regex")],
-        Annotated[JsonMatchCriterion, _Tag("json-match")],
-        Annotated[PythonCriterion, _Tag("python")],
-        Annotated[CodeTestsCriterion, _Tag("code-tests")],
-        Annotated[LlmJudgeCriterion, _Tag("llm-judge")],
-        Annotated[PluginCriterion, _Tag(_PLUGIN)],
-    ],
+    (
+        Annotated[ExactMatchCriterion, _Tag("exact-match")]
+        | Annotated[NumericCriterion, _Tag("numeric")]
+        | Annotated[RegexCriterion, _Tag("regex")]
+        | Annotated[JsonMatchCriterion, _Tag("json-match")]
+        | Annotated[PythonCriterion, _Tag("python")]
+        | Annotated[CodeTestsCriterion, _Tag("code-tests")]
+        | Annotated[LlmJudgeCriterion, _Tag("llm-judge")]
+        | Annotated[PluginCriterion, _Tag(_PLUGIN)]
+    ),
     Discriminator(_criterion_tag),
 ]
 
@@ -366,17 +366,17 @@ class Rubric(_Model):
 
 
 Verifier = Annotated[
-    Union[
-        Annotated[ExactMatch, _Tag("exact-match")],
-        Annotated[Numeric, _Tag("numeric")],
-        Annotated[RegexMatch, _Tag("regex")],
-        Annotated[JsonMatch, _Tag("json-match")],
-        Annotated[PythonVerifier, _Tag("python")],
-        Annotated[CodeTests, _Tag("code-tests")],
-        Annotated[Rubric, _Tag("rubric")],
-        Annotated[LlmJudge, _Tag("llm-judge")],
-        Annotated[PluginVerifier, _Tag(_PLUGIN)],
-    ],
+    (
+        Annotated[ExactMatch, _Tag("exact-match")]
+        | Annotated[Numeric, _Tag("numeric")]
+        | Annotated[RegexMatch, _Tag("regex")]
+        | Annotated[JsonMatch, _Tag("json-match")]
+        | Annotated[PythonVerifier, _Tag("python")]
+        | Annotated[CodeTests, _Tag("code-tests")]
+        | Annotated[Rubric, _Tag("rubric")]
+        | Annotated[LlmJudge, _Tag("llm-judge")]
+        | Annotated[PluginVerifier, _Tag(_PLUGIN)]
+    ),
     Discriminator(_verifier_tag),
 ]
 

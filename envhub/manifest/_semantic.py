@@ -89,7 +89,7 @@ def _tasks(m: Manifest) -> Iterator[Problem]:
             else:
                 seen_paths[split.path] = name
             if split.seeds is not None:
-                yield _error(f"{field}.seeds", f"seeds are only used with format = 'generator'", "remove seeds")
+                yield _error(f"{field}.seeds", "seeds are only used with format = 'generator'", "remove seeds")
             for key, value in (("seed-space", split.seed_space), ("secret", split.secret)):
                 if value is not None:
                     yield _error(f"{field}.{key}", f"{key} is only used with format = 'generator', not {t.format!r}",

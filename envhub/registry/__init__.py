@@ -17,10 +17,10 @@ from envhub.registry._base import (
 from envhub.registry._config import RegistryConfig, load_registry_config
 
 if TYPE_CHECKING:
-    from envhub.registry._fsspec import BlobStore, FsspecRegistry
-    from envhub.registry._hf import HfRegistry
     from envhub.lookup import PluginLookup
     from envhub.registry._base import HeldoutStoreLike
+    from envhub.registry._fsspec import BlobStore, FsspecRegistry
+    from envhub.registry._hf import HfRegistry
     from envhub.settings import Settings
 
 __all__ = [

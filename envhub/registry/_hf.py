@@ -36,7 +36,15 @@ from envhub.errors import EnvNotFoundError, IntegrityError, RegistryError, Versi
 from envhub.ids import parse_name
 from envhub.registry._base import PublishResult, Registry, VersionEntry, same_or_conflict, utc_now, version_key
 from envhub.registry._hf_errors import LOGIN_HINT, HubContext, hub_error, status_of
-from envhub.registry._hf_tree import VERSION_FILE, ArchiveTree, card, check_rel_path, read_tree, rebuild_archive, version_document
+from envhub.registry._hf_tree import (
+    VERSION_FILE,
+    ArchiveTree,
+    card,
+    check_rel_path,
+    read_tree,
+    rebuild_archive,
+    version_document,
+)
 
 if TYPE_CHECKING:
     from huggingface_hub import HfApi

@@ -11,10 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from envhub.runtime._chat import ChatClient
-    from envhub.runtime._code import CodeSpace, code_entry_points, trusted_namespaces
     from envhub.runtime._check import GENERATED_CHECK_LIMIT, CheckResult, self_test
+    from envhub.runtime._code import CodeSpace, code_entry_points, trusted_namespaces
     from envhub.runtime._composite import CompositeEnvironment
     from envhub.runtime._curriculum import Curriculum, Draw, LevelChange
+    from envhub.runtime._environment import Environment, SplitInfo
+    from envhub.runtime._episode import Episode
     from envhub.runtime._eval import (
         CurriculumRun,
         CurriculumSummary,
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
         plan_jobs,
         summarize,
     )
+    from envhub.runtime._golden import check_recorded, compare
     from envhub.runtime._records import (
         RECORD_VERSION,
         CurriculumInfo,
@@ -41,15 +44,12 @@ if TYPE_CHECKING:
         read_records,
         rollout_record_json_schema,
     )
-    from envhub.runtime._golden import check_recorded, compare
     from envhub.runtime._remote import RemoteEnvironment, RemoteError, load_remote
+    from envhub.runtime._runner import Executor, LocalExecutor, RolloutJob, RolloutPlan, make_executor, run_rollout
     from envhub.runtime._shadow import refuse_shadowing, shadowing_files
+    from envhub.runtime._state import StateFactory, StateHandle, files_state, python_state, sqlite_state
     from envhub.runtime._tasks import read_jsonl
     from envhub.runtime._tools import make_tool, unknown_tool
-    from envhub.runtime._environment import Environment, SplitInfo
-    from envhub.runtime._episode import Episode
-    from envhub.runtime._runner import Executor, LocalExecutor, RolloutJob, RolloutPlan, make_executor, run_rollout
-    from envhub.runtime._state import StateFactory, StateHandle, files_state, python_state, sqlite_state
     from envhub.runtime._types import Observation, Score, StepResult, Task, Trajectory, as_assistant_message
 
 _WHERE = {

@@ -22,7 +22,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 from envhub.errors import UsageError
 from envhub.runtime._state import StateHandle
 from envhub.runtime._tools import Tool, ToolCallResult, unknown_tool
-from envhub.runtime._types import Action, Message, Observation, Score, StepResult, Task, Trajectory, as_assistant_message
+from envhub.runtime._types import (
+    Action,
+    Message,
+    Observation,
+    Score,
+    StepResult,
+    Task,
+    Trajectory,
+    as_assistant_message,
+)
 
 if TYPE_CHECKING:
     from envhub.manifest import HarnessSection, StateSection

@@ -26,11 +26,19 @@ import orjson
 
 from envhub._version import __version__
 from envhub.errors import EnvhubError, EnvNotFoundError, InvalidIdError, UsageError
-from envhub.manifest import parse_manifest
-from envhub.manifest import Manifest
+from envhub.manifest import Manifest, parse_manifest
 from envhub.runtime._chat import _ssl_context  # one CA bundle load per process, shared with ChatClient
 from envhub.runtime._environment import Environment, SplitInfo
-from envhub.runtime._types import Action, Message, Observation, Score, StepResult, Task, Trajectory, as_assistant_message
+from envhub.runtime._types import (
+    Action,
+    Message,
+    Observation,
+    Score,
+    StepResult,
+    Task,
+    Trajectory,
+    as_assistant_message,
+)
 from envhub.runtime.served import (
     MAX_PAGE,
     PREFIX,

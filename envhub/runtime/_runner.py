@@ -16,7 +16,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from envhub.errors import EnvhubError, PolicyError
@@ -77,7 +77,7 @@ async def run_rollout(plan: RolloutPlan, job: RolloutJob) -> RolloutRecord:
 
     env, policy, task = plan.env, plan.policy, job.task
     episode = env.episode(task, seed=job.seed)
-    started_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
     start = time.perf_counter()
     policy_s = 0.0
     error: RolloutError | None = None

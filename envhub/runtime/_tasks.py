@@ -18,7 +18,15 @@ from envhub.errors import BundleError, EnvhubError, EnvNotFoundError, UsageError
 from envhub.manifest import Split, TasksSection
 from envhub.problems import Problem
 from envhub.runtime._types import Task
-from envhub.tasks import SecretError, json_hint, json_reason, heldout_seeds, parse_sealed_seeds, read_secret, sealed_seeds_path
+from envhub.tasks import (
+    SecretError,
+    heldout_seeds,
+    json_hint,
+    json_reason,
+    parse_sealed_seeds,
+    read_secret,
+    sealed_seeds_path,
+)
 
 if TYPE_CHECKING:
     from envhub.lookup import PluginLookup

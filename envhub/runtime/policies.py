@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 
 from envhub.errors import PolicyError, UsageError
 from envhub.runtime._chat import DEFAULT_BASE_URL, ChatClient, ChatResult
-from envhub.runtime._types import Action, Message, Observation, Task
+from envhub.runtime._types import Action, Observation, Task
 
 if TYPE_CHECKING:
     from envhub.lookup import PluginLookup

@@ -628,7 +628,7 @@ class _Zygote:
                 if fd > 3:
                     os.close(fd)
             job["report_fd"] = 3
-            sys.stdin = open(0, "r", closefd=False)  # noqa: SIM115 - the process's own descriptors
+            sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the process's own descriptors
             sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115
             sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
             run(job, sys.stdin.buffer, code)

@@ -432,7 +432,7 @@ class Session:
             return None
         try:
             line = await asyncio.wait_for(self._reader.readline(), remaining)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             self._killed_by = self._killed_by or "timeout"
             return None
         except (ValueError, asyncio.LimitOverrunError):

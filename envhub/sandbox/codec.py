@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import base64
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 __all__ = ["MAX_DEPTH", "MAX_ITEMS", "NotData", "decode", "encode", "same"]
 

@@ -1,5 +1,17 @@
 """Tasks (T): reading and checking task files, and the seeds of held-out generator splits."""
 
+from envhub.tasks._heldout import (
+    SecretError,
+    heldout_seeds,
+    new_secret,
+    parse_sealed_seeds,
+    read_secret,
+    sealed_seeds_bytes,
+    sealed_seeds_path,
+    write_secret,
+)
+from envhub.tasks._leaks import DISTINCTIVE_CHARS, Needle, PublicFile, distinctive, find_leaks, regenerating_scripts
+from envhub.tasks._parquet import read_parquet
 from envhub.tasks._scan import (
     DEFAULT_MAX_LINE_BYTES,
     MAX_DIFFICULTY,
@@ -12,18 +24,6 @@ from envhub.tasks._scan import (
     scan_jsonl,
     scan_parquet,
     scan_rows,
-)
-from envhub.tasks._leaks import DISTINCTIVE_CHARS, Needle, PublicFile, distinctive, find_leaks, regenerating_scripts
-from envhub.tasks._parquet import read_parquet
-from envhub.tasks._heldout import (
-    SecretError,
-    heldout_seeds,
-    new_secret,
-    parse_sealed_seeds,
-    read_secret,
-    sealed_seeds_bytes,
-    sealed_seeds_path,
-    write_secret,
 )
 
 __all__ = [

@@ -14,7 +14,6 @@ Everything that turns a key into seeds is here, in :func:`heldout_seeds`; the ru
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import json
 import os

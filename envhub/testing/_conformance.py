@@ -138,8 +138,8 @@ class Conformance:
     @cached_property
     def environment(self) -> Environment | Problem:
         """The loaded environment, or the problem that stopped it loading."""
-        from envhub.errors import EnvhubError, TrustError
         from envhub._load import load
+        from envhub.errors import EnvhubError, TrustError
 
         try:
             return load(self.root, context=self.context, trust_code=self.trust)

@@ -38,8 +38,7 @@ from typing import Any, TypeVar
 
 from envhub.runtime._types import Score, Task, Trajectory
 from envhub.runtime.verifiers._base import Verifier, VerifierError, task_value
-from envhub.sandbox import Limits, Outcome, Sandbox, Session
-from envhub.sandbox import codec
+from envhub.sandbox import Limits, Outcome, Sandbox, Session, codec
 
 __all__ = ["CallCase", "CodeTestsVerifier", "IoCase", "TestOutcome", "TestsResult", "extract_code", "parse_tests",
            "plan_tests", "run_tests", "to_score"]

@@ -14,22 +14,29 @@ It never sees a test or an expected value: those stay with the verifier, which c
 Everything here is the candidate's to tamper with; what it reports is taken as its answer.
 """
 
+from __future__ import annotations
+
 import io
 import os
 import sys
 import types
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # at run time these are in the namespace the sandbox runs this module in
+    from envhub.runtime.verifiers._guest_globals import CHANNEL, INPUT
+    from envhub.sandbox.codec import NotData, decode, encode
 
 # The names of the codec module, run before this one in the same namespace.
-_encode, _decode, _NotData = encode, decode, NotData  # type: ignore[name-defined]  # noqa: F821
+_encode, _decode, _NotData = encode, decode, NotData
 _MAX_OUTPUT = 1024 * 1024
 
 
-def _describe(error):
+def _describe(error: BaseException) -> str:
     text = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
     return text if len(text) <= 500 else text[:497] + "..."
 
 
-def _load(source, name):
+def _load(source: str, name: str) -> tuple[types.CodeType | None, types.ModuleType | None]:
     """Compile and run the candidate as module ``name``; the module, or None after reporting."""
     try:
         code = compile(source, "solution.py", "exec")
@@ -57,13 +64,13 @@ def _load(source, name):
 class _Output(io.StringIO):
     """A stdout that stops the program past a size, so it cannot fill memory."""
 
-    def write(self, s):
+    def write(self, s: str) -> int:
         if self.tell() + len(s) > _MAX_OUTPUT:
             raise OSError(f"the program printed more than {_MAX_OUTPUT} characters")
         return super().write(s)
 
 
-def _calls(job):
+def _calls(job: dict[str, Any]) -> None:
     _, module = _load(job["candidate"], "solution")
     if module is None:
         return
@@ -80,7 +87,7 @@ def _calls(job):
             CHANNEL.report(event="result", i=i, error=_describe(e))
 
 
-def _io(job):
+def _io(job: dict[str, Any]) -> None:
     try:
         code = compile(job["candidate"], "solution.py", "exec")
     except (SyntaxError, ValueError) as e:
@@ -90,7 +97,7 @@ def _io(job):
     for i, text in enumerate(job["stdin"]):
         out = _Output()
         sys.stdin, sys.stdout = io.StringIO(text), out
-        error = None
+        error: str | None = None
         try:
             exec(code, {"__name__": "__main__", "__builtins__": __builtins__})
         except MemoryError:
@@ -108,14 +115,14 @@ def _io(job):
 class _Objects:
     """The candidate's objects the other side holds references to."""
 
-    def __init__(self):
-        self.objects = []
+    def __init__(self) -> None:
+        self.objects: list[Any] = []
 
-    def handle(self, value):
+    def handle(self, value: Any) -> dict[str, Any]:
         self.objects.append(value)
         return {"$ref": len(self.objects) - 1, "type": type(value).__name__}
 
-    def get(self, data):
+    def get(self, data: dict[str, Any]) -> Any:
         ref = data.get("$ref")
         if type(ref) is not int or not 0 <= ref < len(self.objects):
             raise _NotData(f"no object {ref!r}")
@@ -125,12 +132,12 @@ class _Objects:
 _MAX_ITEMS = 100_000
 
 
-def _serve(job):
+def _serve(job: dict[str, Any]) -> None:
     _, module = _load(job["candidate"], "solution")
     if module is None:
         return
     objects = _Objects()
-    names = {}
+    names: dict[str, Any] = {}
     for name, value in vars(module).items():
         if name.startswith("__") or isinstance(value, types.ModuleType):
             continue
@@ -176,12 +183,12 @@ def _serve(job):
             CHANNEL.report(event="reply", id=rid, error={"type": type(e).__name__, "message": str(e)[:500]})
 
 
-def _main():
-    job = INPUT  # noqa: F821 - given by the sandbox
+def _main() -> None:
+    job = INPUT
     if job["mode"] == "serve":
         # Requests come on stdin, from here on through a descriptor of their own (the caller
         # sends none before "ready"), so that the candidate's stdin is empty.
-        CHANNEL._stdin = open(os.dup(0), "rb")
+        CHANNEL._stdin = open(os.dup(0), "rb")  # noqa: SIM115 - read until the process ends
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)  # the candidate gets an empty stdin
     os.close(devnull)

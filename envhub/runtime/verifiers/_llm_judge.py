@@ -18,7 +18,7 @@ from envhub.runtime._types import Message, Score, Task, Trajectory, _text
 from envhub.runtime.verifiers._base import Verifier, VerifierContext, VerifierError
 
 if TYPE_CHECKING:
-    from envhub.settings import Settings
+    pass
 
 __all__ = ["DEFAULT_RUBRIC", "LlmJudgeVerifier", "parse_verdict"]
 
