@@ -108,8 +108,8 @@ def test_a_composite_is_checked_evaluated_and_loaded_from_its_childrens_director
         assert (child.version, child.root, child.source) == (
             "1.2.0", (tmp_path / "envs" / "arith").resolve(), f"{ARITH} 1.2.0 at {(tmp_path / 'envs' / 'arith').resolve()}")
         assert env.score(tasks[2], "1").reward == 1.0 and env.score(tasks[2], "2").reward == 0.0
-        assert env.task_provenance(tasks[2])["digest"] == build_bundle(tmp_path / "envs" / "algebra",
-                                                                        tmp_path / "dist", plugins=PLUGINS).public.digest
+        built = build_bundle(tmp_path / "envs" / "algebra", tmp_path / "dist", plugins=PLUGINS)
+        assert env.task_provenance(tasks[2])["digest"] == built.public.digest
 
     out = tmp_path / "runs.jsonl"
     result = run_envhub("eval", str(mix), "--split", "train", "--policy", "reference", "-o", str(out), "--json")
@@ -188,7 +188,8 @@ def test_build_pins_each_path_dependency_to_its_version_and_drops_the_path(tmp_p
 
     # A manifest without paths is published byte for byte as before.
     plain = _workspace(tmp_path / "plain", arith='">=1.0"', algebra='"*"')
-    assert build_bundle(plain, tmp_path / "dist-plain", plugins=PLUGINS).manifest.dependencies == {ARITH: ">=1.0", ALGEBRA: "*"}
+    built_plain = build_bundle(plain, tmp_path / "dist-plain", plugins=PLUGINS)
+    assert built_plain.manifest.dependencies == {ARITH: ">=1.0", ALGEBRA: "*"}
 
 
 def test_push_refuses_until_the_children_are_published_with_the_same_content(tmp_path: Path) -> None:

@@ -642,7 +642,8 @@ def test_concurrent_pushes_of_one_version_have_one_winner(tmp_path: Path) -> Non
     for p in workers:
         p.join(timeout=60)
         assert p.exitcode == 0
-    published = {e.version: e.digest for e in open_registry(str(registry), load_settings(), plugins=PLUGINS).versions(NAME)}
+    reader = open_registry(str(registry), load_settings(), plugins=PLUGINS)
+    published = {e.version: e.digest for e in reader.versions(NAME)}
     assert sorted(published) == sorted(versions)
     for version in versions:
         got = sorted((o for o in outcomes if o[0] == version), key=lambda o: o[1])
