@@ -231,6 +231,10 @@ def test_eval_records_are_golden_lines(tmp_path: Path) -> None:
     ('{"split": "dev", "task_id": "fr", "completion": "Paris", "reward": 0, "error": "timeout: too slow"}',
      "error: environment.golden: the episode failed (timeout: too slow), so its messages are not a finished "
      "episode\n  hint: drop records whose 'error' is set"),
+    ('{"split": "dev", "task_id": "fr", "completion": "Paris", "reward": 0, '
+     '"error": {"kind": "timeout", "type": "TimeoutError", "message": "too slow"}}',
+     "error: environment.golden: the episode failed (TimeoutError: too slow), so its messages are not a finished "
+     "episode\n  hint: drop records whose 'error' is set"),
     ('{"split": "dev", "task_id": "fr", "reward": 1}',
      "error: environment.golden: give 'completion' (a string) or 'messages' (a list of {role, content} objects)\n"
      "  hint: envhub eval -o records carry 'messages'"),
@@ -240,7 +244,7 @@ def test_eval_records_are_golden_lines(tmp_path: Path) -> None:
     ('{"split": "dev", "task_id": 7, "completion": "Paris", "reward": 1}',
      "error: environment.golden: 'split' and 'task_id' must be strings\n"
      "  hint: name the task the trajectory was recorded on"),
-], ids=["held-out-split", "unknown-split", "reward-out-of-range", "failed-episode", "no-completion", "not-an-object",
+], ids=["held-out-split", "unknown-split", "reward-out-of-range", "failed-episode", "failed-episode-typed-error", "no-completion", "not-an-object",
         "id-not-a-string"])
 def test_a_bad_golden_line_is_an_error_naming_the_file_and_line(tmp_path: Path, line: str, message: str) -> None:
     b = bundle(tmp_path / "b")
