@@ -52,7 +52,7 @@ def bundle_dir(value: str) -> Path:
     try:
         # For a top-level name, find_spec only asks the finders: nothing is executed.
         spec = importlib.util.find_spec(top)
-        for i, part in enumerate(rest, start=1):
+        for i in range(1, len(rest) + 1):
             if spec is None or spec.submodule_search_locations is None:
                 break
             # PathFinder looks inside the parent's directories without importing the parent

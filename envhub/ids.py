@@ -104,7 +104,7 @@ def parse_name(text: str) -> EnvName:
         raise InvalidIdError(
             f"invalid environment id {_show(text)}: expected 'namespace/name', e.g. {_EXAMPLE}",
         )
-    for part, what in zip(parts, ("namespace", "name")):
+    for part, what in zip(parts, ("namespace", "name"), strict=True):
         _check_segment(text, part, what)
     return EnvName(parts[0], parts[1])
 

@@ -29,7 +29,7 @@ import re
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import pluggy
 
@@ -68,7 +68,7 @@ class Hook:
 
     key: str
     label: str
-    type: type
+    type: type[Any]
     #: Built-in names cannot be provided by a plugin (the built-in one is always used).
     reserved: bool = True
 
@@ -169,6 +169,13 @@ class Conflict:
                 "distributions": [o.distribution for o in self.providers], "message": self.message()}
 
 
+class _EntryPointTable(Protocol):
+    """What ``importlib.metadata.entry_points()`` returns: ``SelectableGroups`` on Python 3.11,
+    ``EntryPoints`` from 3.12."""
+
+    def select(self, *, group: str) -> importlib.metadata.EntryPoints: ...
+
+
 class PluginManager(pluggy.PluginManager):
     """envhub's pluggy plugin manager. The built-in plugin is registered by whoever makes
     the manager (:meth:`register_builtins`; :func:`envhub.context.make_plugin_manager` does).
@@ -184,7 +191,7 @@ class PluginManager(pluggy.PluginManager):
         self._lock = threading.RLock()
         self._autoload = autoload
         self._loaded = False
-        self._entry_points: importlib.metadata.EntryPoints | None = None
+        self._entry_points: _EntryPointTable | None = None
         self._origins: dict[str, Origin] = {}
         self._load_failures: list[BrokenPlugin] = []
         self._hook_failures: list[BrokenPlugin] = []
@@ -259,26 +266,26 @@ class PluginManager(pluggy.PluginManager):
                 origin = Origin(ep.name, _dist_name(ep), dist.version if dist is not None else None,
                                 f"{ep.name} = {ep.value}")
 
-                def broken(error: str) -> None:
-                    self._load_failures.append(BrokenPlugin(ep.name, origin.distribution, origin.version, error,
-                                                            origin.entry_point))
-
                 if self.has_plugin(ep.name):
-                    broken(f"another plugin is already registered as {ep.name!r} "
+                    self._broken(origin, f"another plugin is already registered as {ep.name!r} "
                            f"({self._origins.get(ep.name) or 'blocked'})")
                     continue
                 try:
                     plugin = ep.load()
                 except (Exception, SystemExit) as e:  # SystemExit: a plugin must not end envhub
-                    broken(f"cannot import {ep.value}: {_error_text(e)}")
+                    self._broken(origin, f"cannot import {ep.value}: {_error_text(e)}")
                     continue
                 try:
                     self.register(plugin, name=ep.name)
                 except (pluggy.PluginValidationError, ValueError) as e:
-                    broken(f"invalid plugin: {_error_text(e)}")
+                    self._broken(origin, f"invalid plugin: {_error_text(e)}")
                     continue
                 self._origins[ep.name] = origin
             self._tables = None
+
+    def _broken(self, origin: Origin, error: str) -> None:
+        self._load_failures.append(BrokenPlugin(origin.plugin, origin.distribution, origin.version, error,
+                                                origin.entry_point))
 
     @property
     def loaded(self) -> bool:

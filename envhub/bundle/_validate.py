@@ -186,7 +186,7 @@ def _heldout_leaks(root: Path, m: Manifest, keys: dict[str, bytes], shown,  # ty
     # held-out text, unless a public task is the held-out task itself (the same row but its id).
     common: set[str] = set()
     public_tasks: set[bytes] = set()
-    for name, split in splits.items():
+    for split in splits.values():
         if not split.held_out and split.path is not None and (root / split.path).is_file():
             for row, _ in _rows(root / split.path, m.tasks.format, plugins):
                 common.update(t for t in (distinctive(row.get(f)) for f in (prompt_field, *fields)) if t)

@@ -100,7 +100,7 @@ def locate(text: str, loc: Sequence[str | int]) -> tuple[int, int] | None:
 
 def _common_prefix(a: Sequence[str | int], b: Sequence[str | int]) -> int:
     n = 0
-    for x, y in zip(a, b):
+    for x, y in zip(a, b, strict=False):
         if x != y:
             break
         n += 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 
 from envhub.manifest._models import (
@@ -51,7 +52,7 @@ def _tasks(m: Manifest) -> Iterator[Problem]:
         if not generated:
             yield _error("tasks.difficulty-levels", f"difficulty-levels are only used with format = 'generator', not {t.format!r}",
                          "remove them: a task file's difficulty-field gives each task's level")
-        elif any(a >= b for a, b in zip(levels, levels[1:])):
+        elif any(a >= b for a, b in itertools.pairwise(levels)):
             yield _error("tasks.difficulty-levels", f"difficulty levels must increase (easiest first), got {levels}",
                          "list each level once, in increasing order")
     seen_paths: dict[str, str] = {}

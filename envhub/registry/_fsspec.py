@@ -20,7 +20,7 @@ import posixpath
 import threading
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import replace
 from typing import IO, TYPE_CHECKING, Any
 
@@ -78,10 +78,8 @@ class BlobStore:
             self.fs.put_file(os.fspath(source), tmp)
             self.fs.mv(tmp, final)  # rename locally; an atomic object PUT on object stores
         except BaseException:
-            try:
+            with suppress(FileNotFoundError, OSError):
                 self.fs.rm_file(tmp)
-            except (FileNotFoundError, OSError):
-                pass
             raise
         return final
 

@@ -119,10 +119,10 @@ class CompositeEnvironment:
         parts = spec.mixture or []
         pools = [self.children[p.env].tasks(p.split, seed=seed) for p in parts]
         weights = [p.weight for p in parts]
-        fit = min(math.floor(len(pool) * sum(weights) / w + 1e-9) for pool, w in zip(pools, weights))
+        fit = min(math.floor(len(pool) * sum(weights) / w + 1e-9) for pool, w in zip(pools, weights, strict=True))
         total = spec.size or fit
         counts = apportion(total, weights)
-        for part, pool, count in zip(parts, pools, counts):
+        for part, pool, count in zip(parts, pools, counts, strict=True):
             if count > len(pool):
                 raise BundleError(f"{self.name}: split {split!r} asks for {total} tasks, so {count} from "
                                   f"{part.env} split {part.split!r}, which has {len(pool)}", [],

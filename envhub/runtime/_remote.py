@@ -15,6 +15,7 @@ a turn is never taken twice.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -573,16 +574,12 @@ class _Http:
 
     def close_episode(self, episode_id: str) -> None:
         """Best effort: the server frees an episode nobody closes after its idle timeout."""
-        try:
+        with contextlib.suppress(EnvhubError):
             self.request("DELETE", f"{PREFIX}/episodes/{episode_id}")
-        except EnvhubError:
-            pass
 
     async def aclose_episode(self, episode_id: str) -> None:
-        try:
+        with contextlib.suppress(EnvhubError):
             await self.arequest("DELETE", f"{PREFIX}/episodes/{episode_id}")
-        except EnvhubError:
-            pass
 
     def _retry(self, failure: httpx2.Response | httpx2.TransportError, attempt: int, started: float, method: str,
                idempotent: bool | None) -> float | None:

@@ -210,13 +210,13 @@ class TaskSource:
         """The tasks of split ``name``: in file order, or shuffled by ``seed``; at most ``limit``."""
         if limit is not None and limit < 0:
             raise UsageError(f"limit must be >= 0, got {limit}")
-        split = self.split(name)
+        self.split(name)  # an unknown split raises EnvNotFoundError
         if self.spec.format == "generator":
             return self._generated(name, seed=seed, limit=limit)
         rows: Sequence[Task] = self._load(name)
         if seed is not None:
             rows = list(rows)
-            random.Random(seed).shuffle(rows)  # type: ignore[arg-type]
+            random.Random(seed).shuffle(rows)
         return rows[:limit] if limit is not None else rows
 
     def task(self, name: str, task_id: str) -> Task:

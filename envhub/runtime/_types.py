@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 __all__ = [
     "Action",
@@ -28,7 +28,7 @@ __all__ = [
 #: ``tool_calls``, or ``{"role": "tool", "tool_call_id": ..., "content": ...}``.
 Message = dict[str, Any]
 #: What a policy returns: the assistant's text, or a whole assistant message.
-Action = Union[str, Message]
+Action = str | Message
 
 
 @dataclass(frozen=True, slots=True)

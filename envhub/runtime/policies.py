@@ -71,7 +71,7 @@ class Policy(ABC):
         failing, a function returning something that is not an action).
         """
 
-    async def aclose(self) -> None:
+    async def aclose(self) -> None:  # noqa: B027 - optional: a policy that holds nothing keeps this one
         """Release what the policy holds (connections). The policy is not used afterwards."""
 
     def __repr__(self) -> str:
@@ -216,7 +216,7 @@ class PythonPolicy(Policy):
         self.name = name
         self.model = getattr(func, "model", None)
         self._is_async = inspect.iscoroutinefunction(func) or inspect.iscoroutinefunction(
-            getattr(func, "__call__", None))
+            getattr(func, "__call__", None))  # noqa: B004 - an object whose __call__ is async
         self._kwargs = _accepted(func)
 
     async def act(self, observation: Observation, task: Task, *, env: Any) -> Action:

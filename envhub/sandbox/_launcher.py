@@ -36,6 +36,7 @@ stderr, so the caller can run the job again without namespaces.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -214,10 +215,8 @@ def _build_root(ns: _Namespaces, job: dict[str, Any]) -> None:
     fds = _open_paths([*job["readable"], job["workdir"], *devices])
     ns.mount("tmpfs", job["root_dir"], "tmpfs", _MS_NOSUID | _MS_NODEV, f"size=16m,mode=0755,uid={INNER_ID},gid={INNER_ID}")
     os.chdir(job["root_dir"])  # the new tmpfs: every target below is relative to it
-    try:
+    with contextlib.suppress(OSError):  # denied in an unprivileged user namespace: the groups are unmapped
         os.setgroups([])
-    except OSError:
-        pass  # setgroups is denied in an unprivileged user namespace: the groups are unmapped
     os.setresgid(INNER_ID, INNER_ID, INNER_ID)
     os.setresuid(INNER_ID, INNER_ID, INNER_ID)
     for link in _ROOT_LINKS:
@@ -566,10 +565,8 @@ class _Zygote:
                     self._reap()
                 elif not self._request():
                     for pid in self.children:  # the caller is gone: so are its runs
-                        try:
+                        with contextlib.suppress(OSError):
                             os.killpg(pid, signal.SIGKILL)
-                        except OSError:
-                            pass
                     os._exit(0)
 
     def _reap(self) -> None:

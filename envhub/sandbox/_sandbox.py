@@ -31,7 +31,7 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 from envhub.errors import EnvhubError
 from envhub.sandbox._launcher import EXIT_MEMORY, EXIT_SETUP
@@ -45,7 +45,7 @@ _TAIL_CHARS = 2000
 REPORT_LIMIT = 16 * 1024 * 1024
 _NOBODY = 65534
 #: A guest: Python source, or ``(filename, source)`` modules run in order in one namespace.
-Guest = Union[str, Sequence[tuple[str, str]]]
+Guest = str | Sequence[tuple[str, str]]
 #: Where the workspace is inside the private filesystem view.
 WORKSPACE = "/workspace"
 

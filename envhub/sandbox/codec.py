@@ -20,6 +20,7 @@ This module is standard library only: sandboxed guests run it as it is.
 from __future__ import annotations
 
 import base64
+import contextlib
 import math
 from collections.abc import Callable
 from typing import Any
@@ -66,10 +67,8 @@ def encode(value: Any, handle: Callable[[Any], dict[str, Any]] | None = None) ->
             return {"$tuple": [walk(x, depth + 1) for x in v]}
         if t is set or t is frozenset:
             items = [walk(x, depth + 1) for x in v]
-            try:
+            with contextlib.suppress(TypeError):  # unorderable items: in the set's order
                 items.sort(key=_order)
-            except TypeError:
-                pass
             return {"$set" if t is set else "$frozenset": items}
         if t is dict:
             if all(type(k) is str and not k.startswith("$") for k in v):
@@ -171,7 +170,7 @@ def same(actual: Any, expected: Any, *, rel_tol: float = 1e-9, abs_tol: float = 
         return bool(actual == expected)
     if isinstance(actual, (list, tuple)) and isinstance(expected, (list, tuple)):
         return len(actual) == len(expected) and all(
-            same(a, e, rel_tol=rel_tol, abs_tol=abs_tol) for a, e in zip(actual, expected))
+            same(a, e, rel_tol=rel_tol, abs_tol=abs_tol) for a, e in zip(actual, expected, strict=True))
     if isinstance(actual, dict) and isinstance(expected, dict):
         return actual.keys() == expected.keys() and all(
             same(actual[k], expected[k], rel_tol=rel_tol, abs_tol=abs_tol) for k in expected)

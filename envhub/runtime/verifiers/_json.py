@@ -81,7 +81,7 @@ def json_difference(expected: Any, got: Any, *, subset: bool, path: str = "$") -
     if isinstance(expected, list):
         if len(expected) != len(got):
             return f"{path}: expected {len(expected)} items, got {len(got)}"
-        for index, (e, g) in enumerate(zip(expected, got)):
+        for index, (e, g) in enumerate(zip(expected, got, strict=True)):
             diff = json_difference(e, g, subset=subset, path=f"{path}[{index}]")
             if diff:
                 return diff

@@ -88,13 +88,13 @@ class RubricVerifier(Verifier):
 
     def _combine(self, scores: Sequence[Score]) -> Score:
         total_weight = sum(c.weight for c in self.criteria)
-        reward = sum(c.weight * s.reward for c, s in zip(self.criteria, scores)) / total_weight
-        breakdown = {c.name: s.reward for c, s in zip(self.criteria, scores)}
+        reward = sum(c.weight * s.reward for c, s in zip(self.criteria, scores, strict=True)) / total_weight
+        breakdown = {c.name: s.reward for c, s in zip(self.criteria, scores, strict=True)}
         info: dict[str, Any] = {}
-        for c, s in zip(self.criteria, scores):
+        for c, s in zip(self.criteria, scores, strict=True):
             if s.info or s.breakdown:
                 info[c.name] = {**dict(s.info), **({"breakdown": dict(s.breakdown)} if s.breakdown else {})}
-        failed_gates = [c.name for c, s in zip(self.criteria, scores) if c.required and s.reward < 1.0]
+        failed_gates = [c.name for c, s in zip(self.criteria, scores, strict=True) if c.required and s.reward < 1.0]
         if failed_gates:
             info["failed_required"] = failed_gates
             reward = 0.0
