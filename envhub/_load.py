@@ -10,7 +10,7 @@ knows nothing of registries, projects or locks.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias, overload
 
 # Only this, until the bundle is known not to shadow modules: everything else is imported
 # inside the functions, after the check (a bundle directory on sys.path could otherwise run
@@ -50,6 +50,20 @@ def is_bundle_path(target: str | os.PathLike[str]) -> bool:
     if target.startswith(("http://", "https://")):
         return False
     return target.startswith((".", "/", "~")) or "/" not in target or os.path.exists(os.path.expanduser(target))
+
+
+# A Path is always a bundle directory (is_bundle_path), never a served URL: its text cannot
+# start with "http://" (a Path keeps one slash of two).
+@overload
+def load(ref_or_path: Path, *, context: Context | None = None, trust_code: bool = False,
+         registry: str | None = None, with_heldout: bool = False, offline: bool | None = None,
+         locked: bool = True) -> Environment | CompositeEnvironment: ...
+
+
+@overload
+def load(ref_or_path: str | os.PathLike[str], *, context: Context | None = None, trust_code: bool = False,
+         registry: str | None = None, with_heldout: bool = False, offline: bool | None = None,
+         locked: bool = True) -> LoadedEnvironment: ...
 
 
 def load(ref_or_path: str | os.PathLike[str], *, context: Context | None = None, trust_code: bool = False,

@@ -254,7 +254,7 @@ class Cache:
                 except (OSError, ValueError):
                     origin = {}
                 size = sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
-                out.append(CachedBundle(path, kind, f"sha256:{path.name}", origin.get("name"),  # type: ignore[arg-type]
+                out.append(CachedBundle(path, kind, f"sha256:{path.name}", origin.get("name"),
                                         origin.get("version"), size))
         return out
 

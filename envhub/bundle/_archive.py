@@ -21,10 +21,13 @@ import tarfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from envhub.errors import BundleError
 from envhub.problems import Problem
+
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer
 
 __all__ = ["RECORD", "ArchiveInfo", "extract_archive", "parse_record", "path_problem", "write_archive"]
 
@@ -52,9 +55,9 @@ class _HashingWriter(io.RawIOBase):
     def writable(self) -> bool:
         return True
 
-    def write(self, data) -> int:  # type: ignore[no-untyped-def,override]
+    def write(self, data: ReadableBuffer) -> int:
         self.hash.update(data)
-        self.size += len(data)
+        self.size += memoryview(data).nbytes  # len(data), for any buffer
         return self.raw.write(data)
 
 
@@ -94,7 +97,7 @@ def write_archive(dest: Path, files: Iterable[tuple[str, Path | bytes]]) -> Arch
     try:
         with open(tmp, "wb") as raw:
             writer = _HashingWriter(raw)
-            with tarfile.open(fileobj=writer, mode="w|", format=tarfile.PAX_FORMAT) as tar:  # type: ignore[call-overload]
+            with tarfile.open(fileobj=writer, mode="w|", format=tarfile.PAX_FORMAT) as tar:
                 for name, source in entries:
                     if isinstance(source, bytes):
                         tar.addfile(_info(name, len(source), False), io.BytesIO(source))
@@ -102,7 +105,7 @@ def write_archive(dest: Path, files: Iterable[tuple[str, Path | bytes]]) -> Arch
                         continue
                     st = source.stat()
                     with open(source, "rb") as f:
-                        reader = _HashingReader(f)  # type: ignore[arg-type]
+                        reader = _HashingReader(f)
                         tar.addfile(_info(name, st.st_size, bool(st.st_mode & stat.S_IXUSR)), reader)
                     record.append(f"{name},sha256:{reader.hash.hexdigest()},{st.st_size}")
                 data = ("\n".join(record) + "\n").encode()

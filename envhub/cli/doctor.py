@@ -41,7 +41,7 @@ def doctor(ctx: click.Context, as_json: bool) -> None:
         click.echo(f"sandbox missing: {', '.join(missing) or 'nothing'}")
         if details:
             click.echo(f"interpreter:     {details.get('interpreter')}")
-            click.echo(f"readable:        {', '.join(map(str, details.get('readable', [])))}")  # type: ignore[call-overload]
+            click.echo(f"readable:        {', '.join(map(str, details.get('readable', [])))}")
         if error:
             click.echo(f"error:           {error}", err=True)
     if missing or error:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -166,9 +167,10 @@ def _against(check: BundleCheck, ref: str, context: Context, *, registry: str | 
     from envhub._load import load
     from envhub.errors import EnvhubError, EnvNotFoundError
     from envhub.problems import Problem
-    from envhub.runtime import compare
+    from envhub.runtime import RemoteEnvironment, compare
 
     manifest_file = str(check.path / "envhub.toml")
+    assert check.manifest is not None  # only a statically valid bundle is compared
     name = check.manifest.environment.name
     target = name if ref == "newest" else ref
     try:
@@ -182,6 +184,9 @@ def _against(check: BundleCheck, ref: str, context: Context, *, registry: str | 
         return [Problem("error", "against-load", f"cannot load {target} for --against: {e.message}",
                         file=manifest_file, hint=e.hint)]
     with old:
+        if isinstance(old, RemoteEnvironment):  # a URL: no bundle, so no verifier to replay through
+            return [Problem("error", "against-load", f"cannot compare with {target}: --against needs a bundle, "
+                            "not a served environment", file=manifest_file, hint="pass an id or id@version")]
         try:
             new = load(check.path, context=context, trust_code=trust)
         except EnvhubError as e:
@@ -193,7 +198,7 @@ def _against(check: BundleCheck, ref: str, context: Context, *, registry: str | 
     return result.problems
 
 
-def _print_text(checks, verbosity: int, compared: dict[Path, dict[str, object]]) -> None:  # type: ignore[no-untyped-def]
+def _print_text(checks: Sequence[BundleCheck], verbosity: int, compared: dict[Path, dict[str, object]]) -> None:
     from envhub.cli._output import color_enabled, printable
 
     color = color_enabled(sys.stdout)
@@ -222,7 +227,7 @@ def _print_text(checks, verbosity: int, compared: dict[Path, dict[str, object]])
                 played = check.self_test
                 summary += (f"; --check played {played['episodes']} episode(s) on {played['tasks']} task(s), "
                             f"{played['with_reference']} with a reference")
-            if check.path in compared:
+            if check.path in compared and env is not None:  # compared: statically valid bundles
                 against = compared[check.path]
                 if against["against"] is None:
                     summary += f"; --against newest: {env.name} was never published there, nothing compared"

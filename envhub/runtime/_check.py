@@ -19,11 +19,14 @@ import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envhub.problems import Problem
 from envhub.runtime._environment import Environment
 from envhub.runtime._types import Message, Task
+
+if TYPE_CHECKING:
+    from envhub.runtime._composite import CompositeEnvironment
 
 __all__ = ["CheckResult", "self_test"]
 
@@ -38,7 +41,7 @@ class CheckResult:
     episodes: int = 0
 
 
-def _play(env: Environment, task: Task, actions: list[Message]) -> tuple[float, str | None]:
+def _play(env: Environment | CompositeEnvironment, task: Task, actions: list[Message]) -> tuple[float, str | None]:
     """Replay ``actions`` (then empty turns) until the episode ends; (reward, error)."""
     with env.episode(task) as episode:
         episode.reset()
@@ -77,7 +80,7 @@ def _write_probe(state: Any) -> bool:
     return False
 
 
-def _check_reset(env: Environment, task: Task, manifest_file: str) -> list[Problem]:
+def _check_reset(env: Environment | CompositeEnvironment, task: Task, manifest_file: str) -> list[Problem]:
     if env.manifest.state.kind == "none" or env.manifest.state.reset != "per-episode":
         return []
     with env.episode(task) as first:
@@ -99,7 +102,7 @@ def _check_reset(env: Environment, task: Task, manifest_file: str) -> list[Probl
 GENERATED_CHECK_LIMIT = 200
 
 
-def self_test(env: Environment, *, splits: Iterable[str] | None = None, limit: int | None = None,
+def self_test(env: Environment | CompositeEnvironment, *, splits: Iterable[str] | None = None, limit: int | None = None,
               manifest_file: str = "envhub.toml") -> CheckResult:
     """Run the self-test on ``splits`` (default: every split whose tasks are present),
     at most ``limit`` tasks per split (a generator split: at most
@@ -134,8 +137,9 @@ def self_test(env: Environment, *, splits: Iterable[str] | None = None, limit: i
                     problem("check-reference", f"{where}: the reference scores {reward:g}, not 1.0",
                             "fix the task's reference answer or the verifier")
                 if again != reward:
-                    problem("check-deterministic", f"{where}: scoring the same answer twice gave {reward:g} then "
-                                                   f"{again:g}", "make the verifier deterministic (seed any randomness)")
+                    problem("check-deterministic",
+                            f"{where}: scoring the same answer twice gave {reward:g} then {again:g}",
+                            "make the verifier deterministic (seed any randomness)")
             noop, _ = _play(env, task, [])
             result.episodes += 1
             if noop >= 1.0:
@@ -145,8 +149,8 @@ def self_test(env: Environment, *, splits: Iterable[str] | None = None, limit: i
                 result.problems.extend(_check_reset(env, task, manifest_file))
                 reset_checked = True
     for (reward, _), failures in failed.items():
-        where = [w for w, _ in failures]
-        tasks = where[0] if len(where) == 1 else f"{len(where)} tasks ({_first_few(where)})"
+        failed_at = [w for w, _ in failures]
+        tasks = failed_at[0] if len(failed_at) == 1 else f"{len(failed_at)} tasks ({_first_few(failed_at)})"
         problem("check-reference", f"{tasks}: the reference scores {reward:g}, not 1.0 ({failures[0][1]})",
                 "fix the task's reference answer or the verifier")
     if result.tasks and not result.with_reference:

@@ -249,7 +249,7 @@ def _protocol(plugins: PluginLookup, name: str) -> Any:
         raise PluginError(f"unknown harness protocol {name!r}; known protocols: "
                           f"{', '.join(plugins.names('harness_protocols'))}",
                           hint="install the plugin that provides it ('envhub plugins' lists what is installed)")
-    return found  # type: ignore[no-any-return]
+    return found
 
 
 def bundle_digest(root: Path, plugins: PluginLookup) -> str:

@@ -18,12 +18,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envhub.bundle import GoldenLine, read_golden
 from envhub.errors import EnvhubError
 from envhub.problems import Problem
 from envhub.runtime._environment import Environment
+
+if TYPE_CHECKING:
+    from envhub.runtime._composite import CompositeEnvironment
 
 __all__ = ["Comparison", "check_recorded", "compare", "golden_lines", "replay"]
 
@@ -33,7 +36,7 @@ _EXTRA_TURNS = 16
 _SAME = 1e-9
 
 
-def golden_lines(env: Environment, *, shown_root: str | None = None,
+def golden_lines(env: Environment | CompositeEnvironment, *, shown_root: str | None = None,
                  label: str | None = None) -> tuple[list[GoldenLine], list[Problem]]:
     """The golden trajectories of ``env``'s bundle (none if it declares no golden file).
     The file is shown as ``label:path`` when ``label`` is given (a pulled copy), else under
@@ -50,7 +53,7 @@ def golden_lines(env: Environment, *, shown_root: str | None = None,
     return read_golden(env.root / rel, env.manifest, shown=shown)
 
 
-def replay(env: Environment, line: GoldenLine) -> tuple[float, str | None] | None:
+def replay(env: Environment | CompositeEnvironment, line: GoldenLine) -> tuple[float, str | None] | None:
     """(reward, verifier error or None) of ``line`` replayed in ``env``; None when ``env``
     has no such task here (an unknown id, a split missing from this copy)."""
     try:
@@ -70,7 +73,7 @@ def replay(env: Environment, line: GoldenLine) -> tuple[float, str | None] | Non
     return 0.0, f"the episode did not end within {_EXTRA_TURNS} turns after the recorded ones"
 
 
-def check_recorded(env: Environment, *, shown_root: str | None = None) -> list[Problem]:
+def check_recorded(env: Environment | CompositeEnvironment, *, shown_root: str | None = None) -> list[Problem]:
     """One error for each golden trajectory of ``env`` whose replayed reward is not the
     recorded one, and for each whose task is not in ``env``. ``shown_root``: see
     :func:`golden_lines`."""
@@ -110,7 +113,8 @@ class Comparison:
                 "skipped": self.skipped}
 
 
-def compare(new: Environment, old: Environment, *, manifest_file: str, shown_root: str | None = None) -> Comparison:
+def compare(new: Environment | CompositeEnvironment, old: Environment | CompositeEnvironment, *, manifest_file: str,
+            shown_root: str | None = None) -> Comparison:
     """Replay the golden trajectories of ``new`` and ``old`` through both verifiers and
     judge the change of ``score-version`` from ``old`` to ``new`` (see the module's doc).
     Problems about the manifest name ``manifest_file``; ``shown_root``: see
@@ -118,10 +122,11 @@ def compare(new: Environment, old: Environment, *, manifest_file: str, shown_roo
     old_id = f"{old.name} {old.version}"
     result = Comparison(old_id)
     new_sv, old_sv = new.manifest.environment.score_version, old.manifest.environment.score_version
-    at = {"file": manifest_file, "field": "environment.score-version"}
+    sv_field = "environment.score-version"
     if new_sv < old_sv:
         result.problems.append(Problem(
-            "error", "score-version-down", f"score-version went down from {old_sv} ({old_id}) to {new_sv}", **at,
+            "error", "score-version-down", f"score-version went down from {old_sv} ({old_id}) to {new_sv}",
+            file=manifest_file, field=sv_field,
             hint=f"score-version only goes up: set it to {old_sv} if rewards are comparable, else {old_sv + 1}"))
         return result
     new_lines, problems = golden_lines(new, shown_root=shown_root)
@@ -159,7 +164,7 @@ def compare(new: Environment, old: Environment, *, manifest_file: str, shown_roo
         result.problems.append(Problem(
             "warning", "score-version-bumped",
             f"score-version went from {old_sv} ({old_id}) to {new_sv}, but none of the {result.compared} golden "
-            "trajectories changed reward", **at,
+            "trajectories changed reward", file=manifest_file, field=sv_field,
             hint=f"keep score-version {old_sv} so rewards stay comparable, or add a golden trajectory that "
                  "the new verifier scores differently"))
     return result

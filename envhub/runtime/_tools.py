@@ -118,7 +118,7 @@ class Tool:
         # Lax (not strict) validation: a model that sends "3" for an int parameter gets it
         # converted, as a human caller would expect; extra arguments are refused.
         self._model = create_model(f"{self.name}_arguments", __config__=ConfigDict(extra="forbid"),
-                                   **fields)  # type: ignore[call-overload]
+                                   **fields)
         parameters = _strip_titles(self._model.model_json_schema())
         parameters.setdefault("properties", {})
         self.spec: dict[str, Any] = {

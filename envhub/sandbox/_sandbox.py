@@ -248,7 +248,7 @@ class _Zygote:
             else:
                 self._ended[pid] = (loop, ended)
         transport, _ = await loop.connect_write_pipe(asyncio.Protocol, os.fdopen(stdin_w, "wb", buffering=0))
-        return _Process(self, loop, pid, transport, ended)  # type: ignore[arg-type]
+        return _Process(self, loop, pid, transport, ended)
 
 
 def _resolve(waiter: tuple[asyncio.AbstractEventLoop, asyncio.Future[Any]], value: Any) -> None:

@@ -94,12 +94,13 @@ def read_secret(path: str | Path) -> bytes:
     """The key in the secret file ``path``: one line of 64 lowercase hex digits. Raises
     :class:`SecretError` (saying why) if the file is missing or holds anything else."""
     path = Path(path)
+    text: str | None
     try:
         text = path.read_text(encoding="ascii")
     except FileNotFoundError:
         raise SecretError("not found") from None
     except (UnicodeDecodeError, IsADirectoryError):
-        text = None  # type: ignore[assignment]
+        text = None
     if text is None or not _KEY_TEXT.fullmatch(text.removesuffix("\n")):
         raise SecretError("does not hold one line of 64 lowercase hex digits (a 256-bit key)")
     return bytes.fromhex(text.strip())

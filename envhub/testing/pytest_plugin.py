@@ -43,7 +43,7 @@ import pytest
 
 if TYPE_CHECKING:
     from envhub.context import Context
-    from envhub.runtime import Environment
+    from envhub.runtime import CompositeEnvironment, Environment
     from envhub.testing import Conformance, TemporaryRegistry
 
 __all__ = ["EnvhubBundleDirectory", "EnvhubCheckItem", "EnvhubManifestFile", "EnvhubWarning"]
@@ -272,7 +272,7 @@ class _BundleHooks:
         return self.session.gethookproxy(self.path)
 
 
-class EnvhubBundleDirectory(_BundleHooks, pytest.File):  # type: ignore[misc]
+class EnvhubBundleDirectory(_BundleHooks, pytest.File):
     """A bundle's directory, holding nothing for pytest but its ``envhub.toml``.
 
     Not a :class:`pytest.Directory` on purpose: pytest imports the ``conftest.py`` of every
@@ -284,7 +284,7 @@ class EnvhubBundleDirectory(_BundleHooks, pytest.File):  # type: ignore[misc]
         yield from self.ihook.pytest_collect_file(file_path=self.path / MANIFEST, parent=self)
 
 
-class EnvhubManifestFile(_BundleHooks, pytest.File):  # type: ignore[misc]
+class EnvhubManifestFile(_BundleHooks, pytest.File):
     """An ``envhub.toml``: it holds one bundle, named by its environment."""
 
     def collect(self) -> Iterator[pytest.Item | pytest.Collector]:
@@ -293,7 +293,7 @@ class EnvhubManifestFile(_BundleHooks, pytest.File):  # type: ignore[misc]
                                        conformance=conformance)
 
 
-class EnvhubBundle(_BundleHooks, pytest.Collector):  # type: ignore[misc]
+class EnvhubBundle(_BundleHooks, pytest.Collector):
     """One bundle: its conformance tests, run in :data:`envhub.testing.CHECKS` order and
     sharing what they compute (validation, the self-test, the build)."""
 
@@ -313,7 +313,7 @@ class EnvhubBundle(_BundleHooks, pytest.Collector):  # type: ignore[misc]
         self.conformance.close()
 
 
-class EnvhubCheckItem(_BundleHooks, pytest.Item):  # type: ignore[misc]
+class EnvhubCheckItem(_BundleHooks, pytest.Item):
     """One conformance check of one bundle."""
 
     parent: EnvhubBundle
@@ -374,7 +374,8 @@ def envhub_bundle_path(request: pytest.FixtureRequest) -> Path:
 
 
 @pytest.fixture
-def envhub_env(envhub_bundle_path: Path, request: pytest.FixtureRequest) -> Iterator[Environment]:
+def envhub_env(envhub_bundle_path: Path,
+               request: pytest.FixtureRequest) -> Iterator[Environment | CompositeEnvironment]:
     """The environment under test (:func:`envhub.load` of ``envhub_bundle_path``), closed
     after the test. Its code runs only when trusted, as for the conformance tests."""
     from envhub._load import load

@@ -73,7 +73,7 @@ def plugin_options(kind: Any, spec: Any) -> Any:
     from pydantic import ValidationError
 
     try:
-        return model.model_validate(options)  # type: ignore[attr-defined]
+        return model.model_validate(options)
     except ValidationError as e:
         raise VerifierError(f"invalid options for verifier kind {kind.name!r}: {e}",
                             hint="run 'envhub validate' on the bundle") from e

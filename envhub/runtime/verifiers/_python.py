@@ -105,7 +105,7 @@ class PythonEntryPointVerifier(Verifier):
             raise VerifierError(f"python verifier {spec.entry_point!r} is a {type(fn).__name__}, not a function")
         self.fn: Callable[..., Any] = fn
         self.arguments = _accepted_arguments(fn, spec.entry_point)
-        call = fn.__call__ if not inspect.isroutine(fn) and not inspect.isclass(fn) else fn  # type: ignore[operator]
+        call = fn.__call__ if not inspect.isroutine(fn) and not inspect.isclass(fn) else fn
         self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(call)
 
     def _kwargs(self, task: Task, trajectory: Trajectory, state: Any) -> dict[str, Any]:
