@@ -304,7 +304,8 @@ class _Handler(BaseHTTPRequestHandler):
             handler = table.get((method, action))
             if handler is not None:
                 return action, handler, (repo_type, repo_id, rest[1:])
-        if len(parts) >= 6 and parts[0] in ("datasets", "spaces") and parts[3] == "resolve" and method in ("GET", "HEAD"):
+        if (len(parts) >= 6 and parts[0] in ("datasets", "spaces") and parts[3] == "resolve"
+                and method in ("GET", "HEAD")):
             return "resolve", self.resolve, (parts[0][:-1], f"{parts[1]}/{parts[2]}", parts[4], "/".join(parts[5:]))
         raise _Reply(404, f"no route for {method} /{'/'.join(parts)} in the test server")
 
@@ -465,7 +466,8 @@ class _Handler(BaseHTTPRequestHandler):
                     folder = prefix + rest.split("/", 1)[0]
                     if folder not in seen_dirs:
                         seen_dirs.add(folder)
-                        out.append({"type": "directory", "path": folder, "oid": hashlib.sha1(folder.encode()).hexdigest()})
+                        oid = hashlib.sha1(folder.encode()).hexdigest()
+                        out.append({"type": "directory", "path": folder, "oid": oid})
                     continue
                 data = commit.tree[path]
                 out.append({"type": "file", "path": path, "size": len(data), "oid": _git_blob_sha(data)})

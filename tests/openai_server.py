@@ -39,7 +39,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 __all__ = [
     "OpenAIServer",
@@ -99,8 +99,8 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
 
 
-ScriptResult = Union[str, dict, Reply]
-Script = Callable[[Request], Union[ScriptResult, Awaitable[ScriptResult]]]
+ScriptResult = str | dict | Reply
+Script = Callable[[Request], ScriptResult | Awaitable[ScriptResult]]
 
 _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
             408: "Request Timeout", 413: "Payload Too Large", 429: "Too Many Requests",
@@ -403,7 +403,8 @@ def _bench(concurrency: int = 256) -> None:
             return total / (time.perf_counter() - start)
 
     for label, flags in (("asyncio server", []), ("ThreadingHTTPServer", ["--threading"])):
-        proc = subprocess.Popen([sys.executable, "-m", "tests.openai_server", *flags], stdout=subprocess.PIPE, text=True)
+        proc = subprocess.Popen([sys.executable, "-m", "tests.openai_server", *flags], stdout=subprocess.PIPE,
+                                text=True)
         try:
             base_url = (proc.stdout.readline() if proc.stdout else "").strip()
             capacity = asyncio.run(raw(base_url, 20_000))

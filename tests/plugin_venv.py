@@ -87,8 +87,8 @@ def pip_install(venv: PluginVenv, *projects: Path) -> None:
         raise RuntimeError(f"pip install failed (exit {done.returncode}):\n{done.stdout}{done.stderr}")
 
 
-@pytest.fixture(scope="session")
-def plugin_venv(tmp_path_factory: pytest.TempPathFactory) -> PluginVenv:
+@pytest.fixture(scope="session", name="plugin_venv")
+def plugin_venv_fixture(tmp_path_factory: pytest.TempPathFactory) -> PluginVenv:
     """The venv with every distribution of :data:`INSTALLED` installed."""
     pytest.importorskip("hatchling", reason="building the test plugins needs hatchling (the dev extra has it)")
     venv = make_venv(tmp_path_factory.mktemp("plugin-venv") / "venv")

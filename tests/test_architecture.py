@@ -30,7 +30,8 @@ def _imports(source: str, module: str, is_package: bool) -> Iterator[tuple[str, 
     package = module.split(".") if is_package else module.split(".")[:-1]
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.ImportFrom):
-            base = (package[: len(package) - node.level + 1] if node.level else []) + ([node.module] if node.module else [])
+            base = ((package[: len(package) - node.level + 1] if node.level else [])
+                    + ([node.module] if node.module else []))
             yield ".".join(base), [a.name for a in node.names], node.lineno
         elif isinstance(node, ast.Import):
             for alias in node.names:
@@ -71,7 +72,8 @@ def test_no_module_imports_a_private_module_of_another_package() -> None:
 
 
 @pytest.mark.parametrize(("module", "source", "expected"), [
-    ("envhub.cli.eval", "from envhub.runtime._eval import summarize", ["envhub.cli.eval:1 imports envhub.runtime._eval"]),
+    ("envhub.cli.eval", "from envhub.runtime._eval import summarize",
+     ["envhub.cli.eval:1 imports envhub.runtime._eval"]),
     ("envhub.runtime._eval", "from envhub.runtime._records import RolloutRecord", []),
     ("envhub.runtime._eval", "from envhub.runtime import summarize", []),
     ("envhub.hub", "from envhub._toml import loads", []),
@@ -128,10 +130,16 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
             if len(component) > 1:
                 found.append(sorted(component))
 
-    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
-    for v in sorted(graph):
-        if v not in index:
-            visit(v)
+    # Raised for the walk only: a higher limit left behind lets later tests in this process
+    # compile regular expressions nested deeper than envhub would see in production.
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 10_000))
+    try:
+        for v in sorted(graph):
+            if v not in index:
+                visit(v)
+    finally:
+        sys.setrecursionlimit(limit)
     return found
 
 
@@ -170,7 +178,8 @@ def test_the_cycle_check_notices_a_cycle_through_a_type_checking_import() -> Non
 def _lint_imports() -> Path:
     found = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
     if found is None:
-        pytest.fail("lint-imports (import-linter) is not installed in this environment; python3 dev.py setup installs it")
+        pytest.fail("lint-imports (import-linter) is not installed in this environment; "
+                    "python3 dev.py setup installs it")
     return Path(found)
 
 
@@ -185,8 +194,8 @@ def test_the_layers_contract_notices_an_import_that_points_up(tmp_path: Path) ->
     shutil.copytree(PACKAGE, tmp_path / "envhub", ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(ROOT / ".importlinter", tmp_path / ".importlinter")
     runner = tmp_path / "envhub" / "runtime" / "_runner.py"
-    runner.write_text(runner.read_text(encoding="utf-8") + "\n\ndef _up():\n    from envhub.project import find_project\n",
-                      encoding="utf-8")
+    up = "\n\ndef _up():\n    from envhub.project import find_project\n"
+    runner.write_text(runner.read_text(encoding="utf-8") + up, encoding="utf-8")
     result = subprocess.run([str(_lint_imports()), "--no-cache"], cwd=tmp_path, capture_output=True, text=True,
                             env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"})
     assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-2000:]

@@ -25,9 +25,9 @@ from tests.hf_server import HubServer
 from tests.registry_fixtures import NAME, SECRET, craft, plant, regular, rows, sha256, write_env
 from tests.test_hf import hub, url  # noqa: F401 - the test Hub on 127.0.0.1, for hf:// index entries
 
-MANIFEST = ('[environment]\nname = "acme/arith"\nversion = "1.0.0"\n'
-            'canary = "envhub-canary:0123456789abcdef0123456789abcdef"\n\n'
-            '[tasks]\nsplits.train = { path = "tasks/train.jsonl" }\n\n[verifier]\nkind = "exact-match"\n').encode()
+MANIFEST = (b'[environment]\nname = "acme/arith"\nversion = "1.0.0"\n'
+            b'canary = "envhub-canary:0123456789abcdef0123456789abcdef"\n\n'
+            b'[tasks]\nsplits.train = { path = "tasks/train.jsonl" }\n\n[verifier]\nkind = "exact-match"\n')
 TRAIN = rows("train", 3).encode()
 NOT_OURS = "the archive was not made by 'envhub build'; do not use it"
 TAMPERED = "the registry's index was tampered with or damaged; nothing was cached"
@@ -105,8 +105,8 @@ def test_record_digest_that_does_not_match_a_file(registry: Path, cache_dir: Pat
     digest = plant(registry, archive({"envhub.toml": MANIFEST, "tasks/train.jsonl": forged},
                                      listed={"envhub.toml": MANIFEST, "tasks/train.jsonl": TRAIN}))
     err = refused(registry, cache_dir)
-    assert err == extraction_error(digest, (f"tasks/train.jsonl does not match {RECORD}: its sha256 is {sha256(forged)}, "
-                                            f"the RECORD says {sha256(TRAIN)}",
+    assert err == extraction_error(digest, (f"tasks/train.jsonl does not match {RECORD}: "
+                                            f"its sha256 is {sha256(forged)}, the RECORD says {sha256(TRAIN)}",
                                             "the archive was altered after it was built; do not use it"))
     assert not (cache_dir / "bundles").exists() or list((cache_dir / "bundles").iterdir()) == []
     # Positive control: the same hand-made archive with an honest RECORD is pulled.
@@ -261,7 +261,8 @@ def two_envs(registry: Path, tmp_path: Path) -> dict[str, dict[str, object]]:
 
 
 @pytest.mark.parametrize("other", ["acme/other@1.0.0", "acme/arith@1.1.0"], ids=["other-environment", "other-version"])
-def test_heldout_archive_of_another_environment_or_version(registry: Path, cache_dir: Path, two_envs, other: str) -> None:
+def test_heldout_archive_of_another_environment_or_version(registry: Path, cache_dir: Path, two_envs,
+                                                          other: str) -> None:
     theirs = str(two_envs[other]["heldout-digest"])
     # Positive control: it is a genuine held-out archive, pulled fine as what it is.
     assert run_envhub("pull", other, "--registry", str(registry), "--with-heldout").code == 0

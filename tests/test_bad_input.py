@@ -13,12 +13,9 @@ import pytest
 
 from envhub.errors import InvalidIdError, ManifestError
 from envhub.ids import parse_name, parse_ref, parse_specifier, parse_version
-from envhub.manifest import load_manifest, parse_manifest
-from envhub.manifest import MAX_ELEMENTS
-from envhub.manifest import RegexMatch
+from envhub.manifest import MAX_ELEMENTS, RegexMatch, load_manifest, parse_manifest
 from envhub.runtime import Task, Trajectory
-from envhub.runtime.verifiers import VerifierError
-from envhub.runtime.verifiers import RegexVerifier
+from envhub.runtime.verifiers import RegexVerifier, VerifierError
 from tests.conftest import run_envhub
 
 REPO = Path(__file__).resolve().parent.parent

@@ -7,19 +7,14 @@ import hashlib
 import json
 import os
 import shutil
-import sys
 import tarfile
+import tomllib
 from pathlib import Path
 
 import pytest
 
 from envhub.bundle import RECORD, build_bundle, parse_record
 from tests.registry_fixtures import PLUGINS, SECRET, member_bytes, members, sha256, tree, write_env
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 
 def test_same_input_same_bytes(tmp_path: Path) -> None:
@@ -233,7 +228,8 @@ def test_a_secret_split_publishes_neither_key_nor_seeds(tmp_path: Path) -> None:
     assert sorted(members(built.public.path)) == [".envhub/RECORD", "envhub.toml", "gen.py"]
     assert key.encode() not in public and not any(str(s).encode() in public for s in seeds)
     sealed = (f'{{"split": "test", "rows": 6, "seed-space": [1000000, 2000000], "key": "{key}"}}\n').encode()
-    assert built.heldout is not None and sorted(members(built.heldout.path)) == [".envhub/RECORD", "heldout-seeds/test.json"]
+    assert built.heldout is not None
+    assert sorted(members(built.heldout.path)) == [".envhub/RECORD", "heldout-seeds/test.json"]
     assert member_bytes(built.heldout.path, "heldout-seeds/test.json") == sealed
     manifest = tomllib.loads(member_bytes(built.public.path, "envhub.toml").decode())
     assert manifest["tasks"]["splits"]["test"] == {"held-out": True, "rows": 6, "seed-space": [1000000, 2000000],

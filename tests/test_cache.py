@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import BinaryIO
 
 import pytest
 
@@ -130,11 +131,15 @@ def test_prune_leaves_a_cache_pulls_can_use(pulled, envhub_cli, tmp_path: Path) 
 def test_install_refuses_bytes_that_do_not_match(tmp_path: Path, cache_dir: Path) -> None:
     bundle = built_env(tmp_path, "1.0.0")
     cache = Cache(cache_dir)
-    entry = VersionEntry(name=NAME, version="1.0.0", digest="sha256:" + "1" * 64, size=bundle.public.size, published_at="",
-                         registry="file:///somewhere")
+    entry = VersionEntry(name=NAME, version="1.0.0", digest="sha256:" + "1" * 64, size=bundle.public.size,
+                         published_at="", registry="file:///somewhere")
+
+    def opener() -> BinaryIO:
+        return open(bundle.public.path, "rb")  # cache.install closes what the opener returns
+
     with pytest.raises(IntegrityError) as exc:
         cache.install(entry, entry.digest, kind="bundles", max_bytes=10**9, local=str(bundle.public.path),
-                      opener=lambda: open(bundle.public.path, "rb"))
+                      opener=opener)
     assert exc.value.message == (f"acme/arith@1.0.0 from file:///somewhere: the archive's digest is "
                                  f"{bundle.public.digest}, but the index says {entry.digest}")
     assert not cache.has(entry.digest)
@@ -142,10 +147,10 @@ def test_install_refuses_bytes_that_do_not_match(tmp_path: Path, cache_dir: Path
     # Streamed (no local file): the same.
     with pytest.raises(IntegrityError):
         cache.install(entry, entry.digest, kind="bundles", max_bytes=10**9, local=None,
-                      opener=lambda: open(bundle.public.path, "rb"))
+                      opener=opener)
     assert list((cache_dir / "tmp").iterdir()) == []
     path, cached = cache.install(entry, bundle.public.digest, kind="bundles", max_bytes=10**9, local=None,
-                                 opener=lambda: open(bundle.public.path, "rb"))
+                                 opener=opener)
     assert (path, cached) == (cache_dir / "bundles" / bundle.public.digest[7:], False)
     origin = json.loads((path / ".envhub/ORIGIN.json").read_text())
     assert origin == {"digest": bundle.public.digest, "kind": "bundles", "name": NAME, "registry": "file:///somewhere",

@@ -94,8 +94,7 @@ def test_static_errors_skip_the_self_test(tmp_path: Path, envhub_cli: Any) -> No
 def test_reset_isolation_is_checked(tmp_path: Path) -> None:
     """A state kind that leaks between episodes is reported."""
     import envhub
-    from envhub.runtime import _state
-    from envhub.runtime import self_test
+    from envhub.runtime import _state, self_test
 
     root = scaffold(tmp_path, protocol="tool-use", state="files")
     env = envhub.load(root, trust_code=True)
@@ -103,4 +102,5 @@ def test_reset_isolation_is_checked(tmp_path: Path) -> None:
     leaky.value.mkdir()
     env._state_factory.new = lambda task: _state.StateHandle(leaky.value)  # type: ignore[method-assign]
     problems = [p for p in self_test(env, limit=1).problems if p.code == "check-reset"]
-    assert [p.message for p in problems] == ["train/files-train-001: an episode's writes reached the next episode's state"]
+    assert [p.message for p in problems] == [
+        "train/files-train-001: an episode's writes reached the next episode's state"]

@@ -17,7 +17,8 @@ from tests.conftest import run_envhub
 def test_help_lists_commands_without_importing_them() -> None:
     code = ("import sys\nfrom envhub.cli import main\n"
             "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
-            "heavy = [m for m in ('pydantic', 'rich', 'envhub.manifest', 'envhub.cli.validate', 'orjson') if m in sys.modules]\n"
+            "heavy = [m for m in ('pydantic', 'rich', 'envhub.manifest', 'envhub.cli.validate', 'orjson') "
+            "if m in sys.modules]\n"
             "print('HEAVY', heavy)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "validate" in out and "init" in out

@@ -88,30 +88,36 @@ SCORES = [
     ("partial", ADD, "assert add(1, 2) == 3\nassert add(1, 1) == 3\n", 0.5,
      [("line 1: assert add(1, 2) == 3", True), ("line 2: assert add(1, 1) == 3", False)]),
     ("test-functions", ADD,
-     "def test_small():\n    assert add(1, 2) == 3\n\ndef test_wrong():\n    assert add(2, 2) == 5\n\ndef helper():\n    raise RuntimeError\n",
+     "def test_small():\n    assert add(1, 2) == 3\n\ndef test_wrong():\n    assert add(2, 2) == 5\n\n"
+     "def helper():\n    raise RuntimeError\n",
      0.5, [("test_small()", True), ("test_wrong()", False)]),
     ("setup-then-asserts", ADD, "x = add(2, 3)\nassert x == 5\nassert x > 9\n", 0.5,
      [("line 2: assert x == 5", True), ("line 3: assert x > 9", False)]),
     ("setup-failure-fails-the-rest", ADD, "assert add(1, 1) == 2\nx = add(None, 1)\nassert x == 1\n", 0.5,
      [("line 1: assert add(1, 1) == 2", True), ("line 3: assert x == 1", False)]),
-    ("whole-file-check-style", ADD, "def check(f):\n    assert f(1, 2) == 3\n\ncheck(add)\n", 1.0, [("tests.py", True)]),
-    ("whole-file-check-fails", ADD, "def check(f):\n    assert f(1, 2) == 4\n\ncheck(add)\n", 0.0, [("tests.py", False)]),
+    ("whole-file-check-style", ADD, "def check(f):\n    assert f(1, 2) == 3\n\ncheck(add)\n", 1.0,
+     [("tests.py", True)]),
+    ("whole-file-check-fails", ADD, "def check(f):\n    assert f(1, 2) == 4\n\ncheck(add)\n", 0.0,
+     [("tests.py", False)]),
     ("import-solution", ADD, "from solution import add as plus\nassert plus(2, 2) == 4\n", 1.0,
      [("line 2: assert plus(2, 2) == 4", True)]),
-    ("main-block-skipped", ADD + "if __name__ == '__main__':\n    raise SystemExit(3)\n", "assert add(1, 1) == 2\n", 1.0,
-     [("line 1: assert add(1, 1) == 2", True)]),
+    ("main-block-skipped", ADD + "if __name__ == '__main__':\n    raise SystemExit(3)\n", "assert add(1, 1) == 2\n",
+     1.0, [("line 1: assert add(1, 1) == 2", True)]),
     ("system-exit-in-test-fails-it", ADD, "assert add(1, 1) == 2\nassert exit(0)\n", 0.5,
      [("line 1: assert add(1, 1) == 2", True), ("line 2: assert exit(0)", False)]),
     ("decorated-test-function", ADD,
-     "import functools\n\n@functools.lru_cache\ndef test_cached():\n    assert add(1, 1) == 2\n", 1.0, [("test_cached()", True)]),
+     "import functools\n\n@functools.lru_cache\ndef test_cached():\n    assert add(1, 1) == 2\n", 1.0,
+     [("test_cached()", True)]),
     ("one-line-statements", ADD, "x = add(1, 1); assert x == 2\nassert (x ==\n        2)\n", 1.0,
      [("line 1: assert x == 2", True), ("line 2: assert (x == 2)", True)]),
-    ("async-test-function", ADD, "import asyncio\nasync def test_a():\n    await asyncio.sleep(0)\n    assert add(1, 1) == 2\n",
+    ("async-test-function", ADD,
+     "import asyncio\nasync def test_a():\n    await asyncio.sleep(0)\n    assert add(1, 1) == 2\n",
      1.0, [("test_a()", True)]),
 ]
 
 
-@pytest.mark.parametrize(("candidate", "tests", "reward", "outcomes"), [c[1:] for c in SCORES], ids=[c[0] for c in SCORES])
+@pytest.mark.parametrize(("candidate", "tests", "reward", "outcomes"), [c[1:] for c in SCORES],
+                         ids=[c[0] for c in SCORES])
 def test_scores(candidate: str, tests: str, reward: float, outcomes: list[tuple[str, bool]]) -> None:
     result = run(candidate, tests)
     assert result.reward == reward, result.info
@@ -133,13 +139,16 @@ def test_failed_test_reports_its_error() -> None:
 
 
 CANDIDATE_FAILURES = [
-    ("syntax-error", "def add(a, b) return a", "the candidate code does not compile: SyntaxError: expected ':' (solution.py, line 1)"),
+    ("syntax-error", "def add(a, b) return a",
+     "the candidate code does not compile: SyntaxError: expected ':' (solution.py, line 1)"),
     ("raises-on-import", "raise ValueError('nope')", "the candidate code raised ValueError: nope"),
-    ("exits-before-reporting", "import os\nos._exit(0)", "the test runner exited (status 0) before reporting every test"),
+    ("exits-before-reporting", "import os\nos._exit(0)",
+     "the test runner exited (status 0) before reporting every test"),
 ]
 
 
-@pytest.mark.parametrize(("candidate", "reason"), [c[1:] for c in CANDIDATE_FAILURES], ids=[c[0] for c in CANDIDATE_FAILURES])
+@pytest.mark.parametrize(("candidate", "reason"), [c[1:] for c in CANDIDATE_FAILURES],
+                         ids=[c[0] for c in CANDIDATE_FAILURES])
 def test_candidate_failures_score_zero(candidate: str, reason: str) -> None:
     result = run(candidate, "assert True\n")
     assert (result.reward, result.error, result.info["reason"]) == (0.0, None, reason)
@@ -151,7 +160,8 @@ TEST_ERRORS = [
     ("empty", "\n# nothing\n", "task 't1' field 'tests' holds no tests"),
     ("not-text", 3, "task 't1' field 'tests' must be Python test code, {\"calls\": [...]} or {\"io\": [...]}, got int"),
     ("unknown-table", {"cases": []},
-     "task 't1' field 'tests' must be Python test code, {\"calls\": [...]} or {\"io\": [...]}, got dict with keys ['cases']"),
+     "task 't1' field 'tests' must be Python test code, {\"calls\": [...]} or {\"io\": [...]}, "
+     "got dict with keys ['cases']"),
     ("empty-calls", {"calls": []}, "task 't1' field 'tests': calls must be a non-empty list of tables"),
     ("call-without-expected", {"calls": [{"call": "add", "args": [1, 2]}]},
      "task 't1' field 'tests': calls[0] has no expected value"),
@@ -159,7 +169,8 @@ TEST_ERRORS = [
      "task 't1' field 'tests': calls[0].call must name a function of the candidate, got 'os.system'"),
     ("call-unknown-key", {"calls": [{"call": "add", "expect": 3}]},
      "task 't1' field 'tests': calls[0] has unknown keys ['expect']; known: call, args, kwargs, expected, name"),
-    ("io-not-text", {"io": [{"stdin": 3, "stdout": "3"}]}, "task 't1' field 'tests': io[0]: stdin and stdout must be strings"),
+    ("io-not-text", {"io": [{"stdin": 3, "stdout": "3"}]},
+     "task 't1' field 'tests': io[0]: stdin and stdout must be strings"),
     ("bad-tag", {"calls": [{"call": "add", "args": [], "expected": {"$set": 3}}]},
      "task 't1' field 'tests': calls[0]: malformed $set: expected a list, got a int"),
 ]
@@ -199,12 +210,14 @@ def gen(n):
 
 CALLS = [
     ("equal", ADD, [{"call": "add", "args": [1, 2], "expected": 3}], 1.0, [("add(1, 2)", True, None)]),
-    ("wrong", ADD, [{"call": "add", "args": [1, 1], "expected": 3}], 0.0, [("add(1, 1)", False, "returned 2, expected 3")]),
-    ("kwargs-and-name", ADD, [{"call": "add", "kwargs": {"a": "x", "b": "y"}, "expected": "xy", "name": "strings"}], 1.0,
-     [("strings", True, None)]),
+    ("wrong", ADD, [{"call": "add", "args": [1, 1], "expected": 3}], 0.0,
+     [("add(1, 1)", False, "returned 2, expected 3")]),
+    ("kwargs-and-name", ADD, [{"call": "add", "kwargs": {"a": "x", "b": "y"}, "expected": "xy", "name": "strings"}],
+     1.0, [("strings", True, None)]),
     ("tuple-equals-list", "def f():\n    return (1, [2, (3,)])\n", [{"call": "f", "expected": [1, [2, [3]]]}], 1.0,
      [("f()", True, None)]),
-    ("float-tolerance", "def f():\n    return 0.1 + 0.2\n", [{"call": "f", "expected": 0.3}], 1.0, [("f()", True, None)]),
+    ("float-tolerance", "def f():\n    return 0.1 + 0.2\n", [{"call": "f", "expected": 0.3}], 1.0,
+     [("f()", True, None)]),
     ("bool-is-not-int", "def f():\n    return True\n", [{"call": "f", "expected": 1}], 0.0,
      [("f()", False, "returned True, expected 1")]),
     ("tagged-set", STACK, [{"call": "pairs", "args": [3], "expected": {"$set": [{"$tuple": [0, 0]}, {"$tuple": [1, 1]},
@@ -221,7 +234,8 @@ CALLS = [
 ]
 
 
-@pytest.mark.parametrize(("candidate", "calls", "reward", "outcomes"), [c[1:] for c in CALLS], ids=[c[0] for c in CALLS])
+@pytest.mark.parametrize(("candidate", "calls", "reward", "outcomes"), [c[1:] for c in CALLS],
+                         ids=[c[0] for c in CALLS])
 def test_call_cases(candidate: str, calls: list[dict[str, Any]], reward: float,
                     outcomes: list[tuple[str, bool, str | None]]) -> None:
     result = run(candidate, {"calls": calls})
@@ -297,7 +311,8 @@ def test_sleeping_threads_do_not_hold_the_run_open() -> None:
 
 
 def test_unbounded_allocation_is_stopped_by_the_memory_limit() -> None:
-    result = run("blocks = []\nwhile True:\n    blocks.append(bytearray(10**7))\n", "assert True\n", timeout_s=5.0, memory_mb=200)
+    result = run("blocks = []\nwhile True:\n    blocks.append(bytearray(10**7))\n", "assert True\n", timeout_s=5.0,
+                 memory_mb=200)
     assert (result.reward, result.info["killed_by"], result.info["timed_out"]) == (0.0, "memory", False)
     assert result.info["reason"] == "the run exceeded its memory limit"
 
@@ -633,7 +648,8 @@ def test_host_sockets_are_out_of_reach(tmp_path: Path) -> None:
 def test_privileges_are_gone() -> None:
     candidate = """
         import ctypes, os
-        STATUS = {k: v.strip() for k, v in (l.split(":", 1) for l in open("/proc/self/status")) if k.startswith(("Cap", "NoNewPrivs"))}
+        STATUS = {k: v.strip() for k, v in (l.split(":", 1) for l in open("/proc/self/status"))
+                  if k.startswith(("Cap", "NoNewPrivs"))}
         libc = ctypes.CDLL(None, use_errno=True)
         ATTEMPTS = {
             "remount-usr-rw": libc.mount(None, b"/usr", None, 32 | 4096, None),  # MS_REMOUNT | MS_BIND

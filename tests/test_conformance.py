@@ -8,18 +8,13 @@
 from __future__ import annotations
 
 import json
-import sys
+import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from envhub.manifest import dump_manifest, manifest_json_schema, parse_manifest
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 SPEC = Path(__file__).resolve().parent.parent / "spec"
 CONFORMANCE = SPEC / "conformance"

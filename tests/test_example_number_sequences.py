@@ -114,7 +114,7 @@ def test_the_test_split_is_drawn_from_the_committed_secret(env: Any) -> None:
     assert [t.seed for t in tasks] == seeds and len(set(seeds)) == 80
     assert [t.id for t in tasks] == [f"test-{i}" for i in range(80)]  # the seed is not in the id
     assert [t.difficulty for t in tasks] == [1, 2, 3, 4] * 20
-    assert all(str(seed) not in t.prompt for t, seed in zip(tasks, seeds))
+    assert all(str(seed) not in t.prompt for t, seed in zip(tasks, seeds, strict=True))
 
 
 def test_pushing_keeps_the_held_out_seeds_private(tmp_path: Path) -> None:

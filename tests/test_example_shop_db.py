@@ -19,8 +19,7 @@ from typing import Any
 import pytest
 
 import envhub
-from envhub.runtime import Environment
-from envhub.runtime import Task
+from envhub.runtime import Environment, Task
 from tests.conftest import Result
 
 SHOP = Path(__file__).resolve().parents[1] / "example_envs" / "shop-db"

@@ -35,8 +35,8 @@ def task_with_secret(env: Environment, secret: str) -> Any:
 
 def marks(guess: str, secret: str) -> str:
     """The marks the README describes, written independently of the bundle's rules.py."""
-    result = ["G" if g == s else "-" for g, s in zip(guess, secret)]
-    left = Counter(s for g, s in zip(guess, secret) if g != s)
+    result = ["G" if g == s else "-" for g, s in zip(guess, secret, strict=True)]
+    left = Counter(s for g, s in zip(guess, secret, strict=True) if g != s)
     for i, g in enumerate(guess):
         if result[i] == "-" and left[g]:
             result[i], left[g] = "Y", left[g] - 1

@@ -22,8 +22,7 @@ import pytest
 
 import envhub
 from envhub.errors import UsageError
-from envhub.runtime import Environment
-from envhub.runtime import Task
+from envhub.runtime import Environment, Task
 from tests.conftest import Result, run_envhub
 from tests.openai_server import OpenAIServer, Request
 
@@ -38,7 +37,7 @@ def sections(request: Request) -> dict[str, str]:
     """The parts of the judge's user message, by heading: Task, Reference answer, Response to grade."""
     user = request.messages[-1]["content"]
     parts = re.split(r"(?:^|\n\n)# (Task|Reference answer|Response to grade)\n", user)
-    return dict(zip(parts[1::2], parts[2::2]))
+    return dict(zip(parts[1::2], parts[2::2], strict=True))
 
 
 def scripted_judge(request: Request) -> str:

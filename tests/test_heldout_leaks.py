@@ -98,7 +98,7 @@ def _heldout_needles() -> Needles:
                     continue
                 path = bundle / spec["path"]
                 for line, row in zip([ln for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()],
-                                     _rows(path)):
+                                     _rows(path), strict=True):
                     for key, value in row.items():
                         if key != tasks.get("id-field", "id"):
                             needles.add(_distinctive(value), f"{name} {split} {row['id']} {key}", public)
@@ -164,13 +164,13 @@ def _public_artifacts(published: Published) -> dict[str, str]:
             result = run_envhub("info", env_id, *args, env=published.home)
             assert result.code == 0, result.err
             artifacts[f"envhub info {env_id} {' '.join(args)}"] = result.out + result.err
-    for bundle, env_id in zip(BUNDLES, ids):
+    for bundle, env_id in zip(BUNDLES, ids, strict=True):
         out = published.work / "runs" / f"{bundle.name}.jsonl"
         result = run_envhub("eval", env_id, "--split", "dev", "-n", "12", "--trust", "-o", str(out), env=published.home)
         assert result.code in (0, 1), result.err  # an llm-judge without an endpoint fails every rollout
         artifacts[f"eval {env_id} dev"] = result.out + result.err + (out.read_text() if out.exists() else "")
     # envhub serve refuses a composite (it serves the bundles a mixture mixes, pushed here too).
-    served = [(bundle, env_id) for bundle, env_id in zip(BUNDLES, ids) if not _mixture(bundle)]
+    served = [(bundle, env_id) for bundle, env_id in zip(BUNDLES, ids, strict=True) if not _mixture(bundle)]
     server = start_server([*(env_id for _, env_id in served), "--trust"], published.work / "serve",
                           env={**published.home, "ENVHUB_SERVE_TOKENS": TOKEN})
     try:
@@ -178,7 +178,7 @@ def _public_artifacts(published: Published) -> dict[str, str]:
         paths = ["/v1/health", "/v1/environments"]
         for bundle, env_id in served:
             paths.append(f"/v1/environments/{env_id}")
-            for split, spec in _manifest(bundle)["tasks"]["splits"].items():
+            for split in _manifest(bundle)["tasks"]["splits"]:
                 paths.append(f"/v1/environments/{env_id}/splits/{split}/tasks?limit={_SERVED}")
         for path in paths:
             response = httpx2.get(base + path, timeout=60)

@@ -18,8 +18,7 @@ from pathlib import Path
 import pytest
 
 from envhub.manifest import VERIFIER_KINDS
-
-from tests.plugin_venv import PluginVenv, plugin_venv  # noqa: F401  (the session fixture)
+from tests.plugin_venv import PluginVenv, plugin_venv_fixture  # noqa: F401  (the session fixture plugin_venv)
 
 BUNDLES = Path(__file__).resolve().parent / "data" / "plugin_bundles"
 

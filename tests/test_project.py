@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from envhub.errors import IntegrityError
 from tests.conftest import run_envhub
 from tests.registry_fixtures import write_env
 

@@ -559,9 +559,8 @@ def test_both_seedings_give_the_same_task_for_a_dataset_drawing_from_seed_plus_i
 
 def test_a_seed_reasoning_gym_gives_up_on_is_drawn_again(rg) -> None:
     import envhub
-    from envhub_reasoning_gym import _datasets
-
     from envhub.runtime import Task
+    from envhub_reasoning_gym import _datasets
 
     # countdown gives up on this seed at level 3 ("Failed to generate valid expression after
     # 100 attempts"); the generator draws it again from the seed offset by 2**32.
@@ -580,10 +579,9 @@ def test_a_seed_reasoning_gym_gives_up_on_is_drawn_again(rg) -> None:
 
 
 def test_the_verifier_refuses_an_unknown_dataset_and_a_task_of_another(rg) -> None:
-    from envhub_reasoning_gym._verifier import Options, ReasoningGymVerifier
-
     from envhub.runtime import Task, Trajectory
     from envhub.runtime.verifiers import VerifierError
+    from envhub_reasoning_gym._verifier import Options, ReasoningGymVerifier
 
     with pytest.raises(VerifierError, match="reasoning-gym has no dataset 'chain-sum'; did you mean 'chain_sum'?"):
         ReasoningGymVerifier(Options(dataset="chain-sum"))

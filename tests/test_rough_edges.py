@@ -13,7 +13,7 @@ import socket
 import stat
 import subprocess
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx2
@@ -100,7 +100,7 @@ def test_eval_never_takes_an_existing_default_output(tmp_path: Path, bundle: Pat
     the next free name and leaves theirs alone."""
     runs = tmp_path / "envhub-runs" / "acme--demo-0.1.0"
     runs.mkdir(parents=True)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     taken = [runs / f"dev.reference.{(now + timedelta(seconds=s)).strftime('%Y%m%dT%H%M%SZ')}.jsonl" for s in range(30)]
     for path in taken:
         path.write_text('{"another": "run"}\n', encoding="utf-8")

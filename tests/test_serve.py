@@ -16,9 +16,9 @@ import httpx2
 import pytest
 
 import envhub
+from envhub.context import Context, make_plugin_manager
 from envhub.errors import EnvNotFoundError, UsageError
 from envhub.runtime import RemoteError, load_remote
-from envhub.context import Context, make_plugin_manager
 from tests.conftest import run_envhub
 from tests.serve_fixtures import (
     BIG_SPLIT,

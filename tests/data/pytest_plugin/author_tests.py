@@ -9,7 +9,7 @@ import envhub
 def test_the_first_task_scores_its_answer(envhub_env):
     task = envhub_env.tasks("train")[0]
     assert envhub_env.name == "acme/demo"
-    assert envhub_env.score(task, "The answer is \\boxed{%s}" % task["answer"]).reward == 1.0
+    assert envhub_env.score(task, f"The answer is \\boxed{{{task['answer']}}}").reward == 1.0
     assert envhub_env.score(task, "no idea").reward == 0.0
 
 

@@ -1,7 +1,8 @@
 """The options of the levenshtein verifier kind (imported only when a manifest uses it)."""
 
-from envhub.manifest import OptionsModel
 from pydantic import Field
+
+from envhub.manifest import OptionsModel
 
 
 class LevenshteinOptions(OptionsModel):
