@@ -142,6 +142,7 @@ def load(ref_or_path: str | os.PathLike[str], *, context: Context | None = None,
         if locked_env is not None:
             result, url = _fetch_locked(*locked_env, context, with_heldout=with_heldout, offline=offline)
         elif registry is None and (package := find_installed(text, plugins)) is not None:
+            assert package.path is not None  # find_installed returns only a package with a bundle directory
             return _environment(load_manifest(package.path, plugins=plugins), package.path, context,
                                 trust_code=trust_code, offline=offline,
                                 source=f"{package.name} installed by {package.distribution} "

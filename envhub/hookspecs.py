@@ -235,48 +235,58 @@ class EnvironmentPackage:
 
 
 # --- the hooks ------------------------------------------------------------------------------
+# Specifications: pluggy reads their names and signatures and never runs their bodies.
 
 
 @hookspec
 def envhub_verifier_kinds() -> Sequence[VerifierKind]:
     """Verifier kinds this plugin provides, for ``[verifier] kind`` and rubric criteria."""
+    raise NotImplementedError
 
 
 @hookspec
 def envhub_harness_protocols() -> Sequence[HarnessProtocol]:
     """Harness protocols this plugin provides, for ``[harness] protocol``."""
+    raise NotImplementedError
 
 
 @hookspec
 def envhub_state_kinds() -> Sequence[StateKind]:
     """State kinds this plugin provides, for ``[state] kind``."""
+    raise NotImplementedError
 
 
 @hookspec
 def envhub_task_formats() -> Sequence[TaskFormat]:
     """Task file formats this plugin provides, for ``[tasks] format``."""
+    raise NotImplementedError
 
 
 @hookspec
 def envhub_task_generators() -> Sequence[TaskGenerator]:
     """Named task generators this plugin provides, for ``[tasks] generator = "NAME"``."""
+    raise NotImplementedError
 
 
 @hookspec
 def envhub_registry_backends() -> Sequence[RegistryBackend]:
     """Registry backends this plugin provides, one per URL scheme."""
+    raise NotImplementedError
 
 
 @hookspec
 def envhub_policies() -> Sequence[PolicyKind]:
     """Policies this plugin provides, by the name before the first ``:`` of a policy spec."""
+    raise NotImplementedError
 
 
 @hookspec
 def envhub_executors() -> Sequence[ExecutorKind]:
     """Rollout executors this plugin provides, for ``envhub eval --executor``."""
+    raise NotImplementedError
 
 
 @hookspec
 def envhub_environments() -> Sequence[EnvironmentPackage]:
     """Environments this plugin makes loadable by name (``envhub.load("ns/name")``)."""
+    raise NotImplementedError

@@ -151,16 +151,16 @@ def fetch(entry: VersionEntry, registry_url: str, settings: Settings, *, registr
     cache = cache or Cache(settings.cache)
     cached_path = cache.cached(entry)
     cached = cached_path is not None
-    if not cached:
+    if cached_path is None:
         from envhub.registry import is_backend_error, unreachable
 
         if offline:
             raise EnvNotFoundError(f"{entry.ref} is not in the cache (offline)",
                                    hint=f"fetch it once online: envhub pull {entry.ref}")
-        registry = registry or open_registry(registry_url, settings, plugins=plugins)
+        registry = source = registry or open_registry(registry_url, settings, plugins=plugins)
         try:
             path, cached = cache.install(entry, entry.digest, kind="bundles", max_bytes=settings.max_bundle_bytes,
-                                         local=registry.local_archive(entry), opener=lambda: registry.open_archive(entry))
+                                         local=source.local_archive(entry), opener=lambda: source.open_archive(entry))
         except Exception as e:
             if not is_backend_error(e):
                 raise

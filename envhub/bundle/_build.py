@@ -90,11 +90,12 @@ def public_manifest(manifest: Manifest, root: Path,
             split = type(split)(**kept, rows=split.seeds[1] - split.seeds[0], sha256=hashlib.sha256(data).hexdigest())
         splits[name] = split.model_copy(update=update)
     tasks = manifest.tasks.model_copy(update={"splits": splits})
-    update: dict[str, object] = {"tasks": tasks}
+    changes: dict[str, object] = {"tasks": tasks}
     if manifest.dependency_paths():  # else the manifest is written as it was, byte for byte
-        pins = {name: f"=={dependency.version}" for name, dependency in local_dependencies(manifest, root, plugins=plugins).items()}
-        update["dependencies"] = {**manifest.dependencies, **pins}
-    return manifest.model_copy(update=update), sealed
+        local = local_dependencies(manifest, root, plugins=plugins)
+        pins = {name: f"=={dependency.version}" for name, dependency in local.items()}
+        changes["dependencies"] = {**manifest.dependencies, **pins}
+    return manifest.model_copy(update=changes), sealed
 
 
 def build_bundle(root: str | Path, out_dir: str | Path, *, plugins: PluginLookup) -> BuiltBundle:
@@ -122,7 +123,9 @@ def build_bundle(root: str | Path, out_dir: str | Path, *, plugins: PluginLookup
     files = [rel for rel in bundle_files(root) if rel != MANIFEST_FILENAME and rel not in secrets]
     public_files: list[tuple[str, Path | bytes]] = [(rel, root / rel) for rel in files if rel not in heldout_paths]
     public_files.append((MANIFEST_FILENAME, dump_manifest(published).encode()))
-    heldout_files: list[tuple[str, Path | bytes]] = [(rel, root / rel) for rel in sorted(heldout_paths) if (root / rel).is_file()]
+    heldout_files: list[tuple[str, Path | bytes]] = [
+        (rel, root / rel) for rel in sorted(heldout_paths) if (root / rel).is_file()
+    ]
     heldout_files.extend(sealed)
 
     out = Path(out_dir)

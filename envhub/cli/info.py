@@ -36,6 +36,7 @@ def info(target: str, registry: str | None, offline: bool, as_json: bool) -> Non
     ctx = app_context()
     published: dict[str, object] = {}
     served: dict[str, object] = {}
+    path: str | Path  # a served environment's URL, or its bundle directory
     if target.startswith(("http://", "https://")):
         m, splits, path, served = _served(target, ctx)
     elif is_bundle_path(target):

@@ -49,8 +49,8 @@ def parse_manifest(source: str | bytes, *, file: str = MANIFEST_FILENAME,
         try:
             text = source.decode("utf-8")
         except UnicodeDecodeError as e:
-            line = source.count(b"\n", 0, e.start) + 1
-            return None, [_error(file, "not-utf8", f"byte {e.start + 1} is not valid UTF-8", line=line,
+            bad_line = source.count(b"\n", 0, e.start) + 1
+            return None, [_error(file, "not-utf8", f"byte {e.start + 1} is not valid UTF-8", line=bad_line,
                                  hint="save the file as UTF-8")]
     else:
         text = source

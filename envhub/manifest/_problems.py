@@ -113,7 +113,12 @@ def _model_at(data: Any, loc: Sequence[str | int]) -> type[BaseModel] | None:
     model: Any = Manifest
     node = data
     for part in loc:
-        node = node[part] if isinstance(node, (Mapping, list)) else None
+        if isinstance(node, Mapping):
+            node = node[part]
+        elif isinstance(node, list):
+            node = node[part] if isinstance(part, int) else None  # a list's part is always an index
+        else:
+            node = None
         if isinstance(model, type) and issubclass(model, BaseModel):
             field = next((f for name, f in model.model_fields.items() if f.alias == part or name == part), None)
             if field is None:

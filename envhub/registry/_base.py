@@ -131,7 +131,9 @@ class PublishResult:
 class HeldoutStoreLike(Protocol):
     """Where held-out archives are kept: never the public registry."""
 
-    url: str
+    @property
+    def url(self) -> str:
+        """The store's URL, for messages."""
 
     def where(self, name: str) -> str:
         """Where ``name``'s held-out splits are kept, for messages."""

@@ -259,7 +259,7 @@ class FsspecRegistry(Registry):
 
     def _names(self) -> list[str]:
         index = self.store.path("index")
-        names = []
+        names: list[str] = []
         try:
             for namespace in self.store.listdir(index):
                 names.extend(f"{namespace}/{name}" for name in self.store.listdir(posixpath.join(index, namespace)))

@@ -137,7 +137,7 @@ class _HubRepos:
         return hf_hub_url(repo_id, path, repo_type=REPO_TYPE, revision=revision, endpoint=self.endpoint)
 
     def _headers(self) -> dict[str, str]:
-        from huggingface_hub.utils import build_hf_headers
+        from huggingface_hub.utils import build_hf_headers  # type: ignore[attr-defined]  # exported lazily: its __all__ is computed
 
         from envhub._version import __version__
 
@@ -146,8 +146,8 @@ class _HubRepos:
 
     def read_json(self, repo_id: str, path: str, revision: str) -> dict[str, Any] | None:
         """A JSON document of the repo at ``revision``; None if there is no such file."""
+        from huggingface_hub import get_session, hf_raise_for_status
         from huggingface_hub.errors import RemoteEntryNotFoundError
-        from huggingface_hub.utils import get_session, hf_raise_for_status
 
         response = get_session().get(self._url(repo_id, path, revision), headers=self._headers())
         try:
@@ -169,7 +169,8 @@ class _HubRepos:
         Stops, returning the digest of what came, once more than ``limit`` bytes came."""
         import hashlib
 
-        from huggingface_hub.utils import hf_raise_for_status, http_stream_backoff
+        from huggingface_hub import hf_raise_for_status
+        from huggingface_hub.utils import http_stream_backoff  # type: ignore[attr-defined]  # exported lazily: its __all__ is computed
 
         dest.parent.mkdir(parents=True, exist_ok=True)
         h = hashlib.sha256()

@@ -229,7 +229,7 @@ class ChatClient:
             retry_after = _retry_after(failure.headers)
             if retry_after is not None and retry_after <= _MAX_RETRY_AFTER_S:
                 return retry_after
-        backoff = min(self.backoff_max_s, self.backoff_base_s * 2 ** (attempt - 1))
+        backoff = min(self.backoff_max_s, self.backoff_base_s * 2.0 ** (attempt - 1))
         return backoff * (1 - 0.25 * random.random())  # jitter: clients that failed together retry apart
 
     def _error(self, failure: httpx2.Response | httpx2.TransportError, attempts: int) -> PolicyError:
@@ -355,12 +355,12 @@ def _server_message(response: httpx2.Response) -> str:
         err = body.get("error", body)
         if isinstance(err, Mapping):
             for key in ("message", "detail", "msg"):
-                if isinstance(err.get(key), str):
-                    return err[key]
+                if isinstance(message := err.get(key), str):
+                    return message
         elif isinstance(err, str):
             return err
-        if isinstance(body.get("detail"), str):
-            return body["detail"]
+        if isinstance(detail := body.get("detail"), str):
+            return detail
     return _excerpt(response.text)
 
 

@@ -73,7 +73,7 @@ class CompositeEnvironment:
         #: None of its own: each task runs with the tools of the environment it comes from.
         self.tool_specs: list[dict[str, Any]] = []
         self.policy_model: str | None = None
-        self._routes: dict[tuple[str, str], tuple[Environment, Task]] = {}
+        self._routes: dict[tuple[str, str], tuple[Environment | CompositeEnvironment, Task]] = {}
         self._built: dict[tuple[str, int | None], list[Task]] = {}
         self._check_held_out()
 
@@ -146,7 +146,7 @@ class CompositeEnvironment:
                 return task
         raise EnvNotFoundError(f"{self.name} split {split!r} has no task {task_id!r}")
 
-    def _route(self, task: Task) -> tuple[Environment, Task]:
+    def _route(self, task: Task) -> tuple[Environment | CompositeEnvironment, Task]:
         route = self._routes.get((task.split, task.id))
         if route is None:
             self.task(task.split, task.id)  # builds the split, or raises

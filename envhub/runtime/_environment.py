@@ -21,6 +21,7 @@ from envhub.runtime._types import Message, Score, Task, Trajectory
 
 if TYPE_CHECKING:
     from envhub.lookup import PluginLookup
+    from envhub.runtime.verifiers import Verifier
     from envhub.settings import Settings
 
 __all__ = ["DEFAULT_MAX_TURNS", "Environment", "SplitInfo"]
@@ -150,7 +151,7 @@ class Environment:
         self._verifier = self._build_verifier(model, force_self_judge)
         self.policy_model = model
 
-    def _build_verifier(self, policy_model: str | None, force_self_judge: bool) -> Any:
+    def _build_verifier(self, policy_model: str | None, force_self_judge: bool) -> Verifier:
         from envhub.runtime.verifiers import VerifierContext, build_verifier
 
         ctx = VerifierContext(root=self.root, load_entry_point=self._code.load, settings=self._settings,

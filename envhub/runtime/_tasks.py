@@ -349,7 +349,7 @@ class TaskSource:
         format = self._plugin("task_formats", self.spec.format, "task format")
         if format.read is None:
             raise BundleError(f"{self.env_name}: format {self.spec.format!r} has no task files", [])
-        rows = []
+        rows: list[Mapping[str, Any]] = []
         try:
             read = list(format.read(path))
         except EnvhubError:

@@ -163,6 +163,8 @@ class OpenAIPolicy(Policy):
     included). The request is retried on 429, 5xx and connection errors (see :class:`ChatClient`).
     """
 
+    model: str  # always has one
+
     def __init__(self, model: str, client: ChatClient, *, sampling: Mapping[str, Any] | None = None) -> None:
         self.model = model
         self.name = f"openai:{model}"
@@ -225,8 +227,10 @@ class PythonPolicy(Policy):
         result = self.func(observation.messages, **kwargs)
         if self._is_async or inspect.isawaitable(result):
             result = await result
-        if isinstance(result, (str, Mapping)):
+        if isinstance(result, (str, dict)):
             return result
+        if isinstance(result, Mapping):
+            return dict(result)  # an action's message is a dict
         raise PolicyError(
             f"policy {self.name} returned {type(result).__name__}; a policy returns the assistant's "
             "text (str) or an assistant message (dict)",

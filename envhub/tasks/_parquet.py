@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     import pyarrow
     import pyarrow.parquet
 
+    from envhub.problems import Severity
+
 __all__ = ["ParquetUnreadable", "column_type_problem", "open_parquet", "read_parquet", "read_table", "type_hint"]
 
 _REWRITE = "write the split again with pyarrow or pandas .to_parquet()"
@@ -82,7 +84,7 @@ def _reason(e: Exception) -> str:
     return text.split("': ", 1)[1] if text.startswith("Could not open Parquet input source '") else text
 
 
-def column_type_problem(t: pyarrow.DataType) -> tuple[str, str] | None:
+def column_type_problem(t: pyarrow.DataType) -> tuple[Severity, str] | None:
     """``("error" | "warning", what)`` if values of Arrow type ``t`` have no JSON form,
     or None when they do. Nested types are checked all the way down."""
     import pyarrow.types as pat

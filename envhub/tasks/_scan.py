@@ -404,7 +404,7 @@ def _prompt_type(t: Any) -> bool:
         item = t.value_type
         if pat.is_struct(item) and item.get_field_index("role") >= 0:
             role = item.field("role").type
-            return pat.is_string(role) or pat.is_large_string(role)
+            return bool(pat.is_string(role) or pat.is_large_string(role))
     return False
 
 

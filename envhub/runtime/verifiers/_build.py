@@ -8,7 +8,7 @@ be passed directly (``factories=``), to build with kinds of one's own without a 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from envhub.runtime.verifiers._base import Verifier, VerifierContext, VerifierError
 
@@ -20,6 +20,19 @@ __all__ = ["Factory", "build_verifier", "default_factories", "plugin_factories"]
 #: Makes the verifier of one spec: ``factory(spec, ctx, factories)``. ``factories`` is the
 #: table the factory was found in, so a rubric builds its criteria with the same kinds.
 Factory = Callable[[Any, VerifierContext, Mapping[str, "Factory"]], Verifier]
+
+
+class _Kind(Protocol):
+    """A verifier kind as a plugin registers it (``envhub.hookspecs.VerifierKind``, from a
+    layer above this one)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def factory(self) -> Factory: ...
+
+    def options_model(self) -> Any: ...
 
 
 def default_factories(plugins: PluginLookup) -> dict[str, Factory]:
@@ -55,7 +68,7 @@ def _is_builtin_spec(kind: str) -> bool:
     return kind in VERIFIER_KINDS
 
 
-def _with_options(kind: Any) -> Factory:
+def _with_options(kind: _Kind) -> Factory:
     def factory(spec: Any, ctx: VerifierContext, factories: Mapping[str, Factory]) -> Verifier:
         return kind.factory(plugin_options(kind, spec), ctx, factories)
 
@@ -87,8 +100,8 @@ def plugin_factories(plugins: PluginLookup) -> Mapping[str, Factory]:
 def build_verifier(spec: Any, ctx: VerifierContext, *, factories: Mapping[str, Factory] | None = None,
                    plugins: PluginLookup | None = None) -> Verifier:
     """The verifier for ``spec`` (a ``[verifier]`` model or a rubric criterion model), made
-    by the factory of its kind in ``factories``, else in ``plugins`` (default: this
-    process's plugin manager).
+    by the factory of its kind in ``factories``, else in ``plugins`` (one of the two is
+    needed: without either it raises TypeError).
 
     Raises :class:`VerifierError` for a kind with no factory,
     :class:`envhub.errors.PluginConflictError` for a kind two plugins provide,
@@ -96,7 +109,12 @@ def build_verifier(spec: Any, ctx: VerifierContext, *, factories: Mapping[str, F
     untrusted bundle code, and :class:`VerifierError` when the spec cannot make a working
     verifier.
     """
-    table = factories if factories is not None else plugin_factories(plugins)
+    if factories is not None:
+        table = factories
+    elif plugins is not None:
+        table = plugin_factories(plugins)
+    else:
+        raise TypeError("build_verifier() needs factories or plugins")
     kind = getattr(spec, "kind", None)
     try:
         factory = table[kind]  # type: ignore[index]

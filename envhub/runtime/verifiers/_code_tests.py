@@ -31,7 +31,7 @@ import contextlib
 import re
 import sys
 import threading
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -65,7 +65,7 @@ def extract_code(completion: str) -> str:
     """The candidate program in a completion: the last fenced block tagged ``python`` (or
     ``py``, ``python3``); else the last untagged fenced block; else the whole completion.
     Blocks tagged with another language (```bash) are never taken for the program."""
-    blocks = [(tag.lower(), body) for tag, body in _FENCE.findall(completion)]
+    blocks: list[tuple[str, str]] = [(tag.lower(), body) for tag, body in _FENCE.findall(completion)]
     for wanted in (_PYTHON_TAGS, frozenset({""})):
         for tag, body in reversed(blocks):
             if tag in wanted:
@@ -261,7 +261,8 @@ async def run_tests(sandbox: Sandbox, candidate: str, tests: str | list[CallCase
         elif event == "done":
             completed = True
     outcomes = []
-    for i, case in enumerate(tests):
+    cases: Sequence[CallCase | IoCase] = tests
+    for i, case in enumerate(cases):
         got = results.get(i)
         if got is None:
             outcomes.append(TestOutcome(case.name, False, "no result"))
@@ -445,7 +446,7 @@ def to_score(result: TestsResult) -> Score:
         reason = "the tests' run: " + _REASONS.get(judge.killed_by, f"killed by {judge.killed_by}")
     elif not result.completed:
         early = judge is None or "the candidate's run ended before it was ready" in result.notes
-        status = side.returncode if early else judge.returncode
+        status = side.returncode if early or judge is None else judge.returncode
         reason = f"the test runner exited (status {status}) before reporting every test"
     if reason:
         info["reason"] = reason
