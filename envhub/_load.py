@@ -240,7 +240,8 @@ def _children(manifest: Manifest, root: Path, context: Context, *, trust_code: b
     splits = manifest.tasks.splits.values()
     used = {part.env for split in splits for part in split.mixture or ()}
     # Held-out child splits are fetched only for held-out composite splits (validated to match).
-    heldout = {part.env for split in splits if split.held_out for part in split.mixture or ()} if with_heldout else set()
+    heldout = ({part.env for split in splits if split.held_out for part in split.mixture or ()}
+               if with_heldout else set())
     # A published manifest has no paths (envhub build pins them), so only a directory's can.
     local = {n: d for n, d in local_dependencies(manifest, root, plugins=plugins).items() if n in used}
     children: dict[str, Environment | CompositeEnvironment] = {}
@@ -265,7 +266,8 @@ def _children(manifest: Manifest, root: Path, context: Context, *, trust_code: b
         pins = resolve(missing, index).pins
         entries.update({r.name: pins[r.name] for r in missing})
     for name, entry in entries.items():
-        result = fetch(entry, entry.registry, settings, with_heldout=name in heldout and entry.heldout_digest is not None,
+        result = fetch(entry, entry.registry, settings,
+                       with_heldout=name in heldout and entry.heldout_digest is not None,
                        heldout_url=settings.heldout_store, offline=offline, plugins=plugins)
         children[name] = _environment(load_manifest(result.path, plugins=plugins), result.path, context,
                                       trust_code=trust_code, heldout_root=result.heldout_path, digest=entry.digest,

@@ -331,7 +331,8 @@ def _check_heldout(tree: Path, public: Path, entry: VersionEntry) -> None:
         raise IntegrityError(f"{where}: the public bundle {entry.digest[:19]}... is not in the cache",
                              hint=f"pull {entry.ref} first, then its held-out splits") from None
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-        raise IntegrityError(f"{where}: the public manifest of {entry.ref} has no readable splits ({e})", hint=hint) from e
+        raise IntegrityError(f"{where}: the public manifest of {entry.ref} has no readable splits ({e})",
+                             hint=hint) from e
     try:
         record = parse_record((tree / RECORD).read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
@@ -369,5 +370,6 @@ def _check_identity(tree: Path, entry: VersionEntry) -> None:
     except (OSError, ValueError, KeyError, TypeError, InvalidVersion):
         same, found = False, "no readable manifest"
     if not same:
-        raise IntegrityError(f"{entry.ref} from {entry.registry}: the archive holds {found}, not {entry.name} {entry.version}",
+        raise IntegrityError(f"{entry.ref} from {entry.registry}: the archive holds {found}, "
+                             f"not {entry.name} {entry.version}",
                              hint="the registry's index was tampered with or damaged; nothing was cached")

@@ -110,7 +110,8 @@ def resolve(ref: EnvRef, registry_url: str, cache: Cache, *, offline: bool, sett
             raise EnvNotFoundError(f"{ref} is not in the cache (offline); cached versions: {cached}",
                                    hint=f"pull it once online: envhub pull {ref}") from None
         if not cache.has(entry.digest):
-            raise EnvNotFoundError(f"{entry.ref} is not in the cache (offline)", hint=f"pull it once online: envhub pull {entry.ref}")
+            raise EnvNotFoundError(f"{entry.ref} is not in the cache (offline)",
+                                   hint=f"pull it once online: envhub pull {entry.ref}")
         return entry, warning, None
     from envhub.registry import open_registry
 

@@ -306,7 +306,8 @@ def _shop_tools(module: str) -> _Bundle:
         ("How many products in the office category are in stock?", count(lambda p: p[1] == "office" and p[3] > 0)),
         ("How many units are in stock across all products?", str(sum(p[3] for p in _PRODUCTS))),
         ("How many products cost less than 10?", count(lambda p: p[2] < 10)),
-        ("How many tools-category products have at least 10 units in stock?", count(lambda p: p[1] == "tools" and p[3] >= 10)),
+        ("How many tools-category products have at least 10 units in stock?",
+         count(lambda p: p[1] == "tools" and p[3] >= 10)),
         ("How many products does the shop sell in all?", str(len(_PRODUCTS))),
     ]
     tools = _TOOLS_HEADER + '''

@@ -255,7 +255,8 @@ def extract_archive(archive: Path, dest: Path, *, max_bytes: int, display: str |
     shown = display or str(archive)
 
     def fail(message: str, hint: str | None = None) -> BundleError:
-        return BundleError(f"{shown}: cannot extract the bundle", [Problem("error", "bad-archive", message, file=shown, hint=hint)])
+        return BundleError(f"{shown}: cannot extract the bundle",
+                           [Problem("error", "bad-archive", message, file=shown, hint=hint)])
 
     not_ours = "the archive was not made by 'envhub build'; do not use it"
     dir_mode, file_mode = (0o700, 0o600) if private else (0o777, 0o666)  # the umask applies to the latter

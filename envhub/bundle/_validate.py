@@ -268,8 +268,9 @@ def _referenced_files(root: Path, m: Manifest, at) -> Iterator[Problem]:  # type
     verifiers = m.verifier.criteria if isinstance(m.verifier, Rubric) else [m.verifier] if m.verifier else []
     for i, v in enumerate(verifiers):
         if isinstance(v, LlmJudge) and v.rubric:
-            loc: tuple[str | int, ...] = ("verifier", "criteria", i) if isinstance(m.verifier, Rubric) else ("verifier",)
-            field = f"verifier.criteria[{i}]" if isinstance(m.verifier, Rubric) else "verifier"
+            in_rubric = isinstance(m.verifier, Rubric)
+            loc: tuple[str | int, ...] = ("verifier", "criteria", i) if in_rubric else ("verifier",)
+            field = f"verifier.criteria[{i}]" if in_rubric else "verifier"
             refs.append((f"{field}.rubric", (*loc, "rubric"), v.rubric, "file"))
     for field_name, loc, rel, kind in refs:
         target, why = resolve_inside(root, rel)
@@ -340,10 +341,14 @@ def _splits(root: Path, m: Manifest, check: BundleCheck, shown, at, max_line_byt
             yield Problem("error", "empty-split", f"split {name!r} has no tasks", file=display,
                           hint="add tasks to the file, or remove the split")
         if split.rows is not None and split.rows != scan.rows:
-            yield Problem("error", "rows-mismatch", f"the manifest records rows = {split.rows}, but the file has {scan.rows}",
-                          hint="update or remove 'rows'", **at(f"tasks.splits.{name}.rows", "tasks", "splits", name, "rows"))
+            yield Problem("error", "rows-mismatch",
+                          f"the manifest records rows = {split.rows}, but the file has {scan.rows}",
+                          hint="update or remove 'rows'",
+                          **at(f"tasks.splits.{name}.rows", "tasks", "splits", name, "rows"))
         if split.sha256 is not None and split.sha256 != scan.sha256:
-            yield Problem("error", "digest-mismatch", f"the manifest records sha256 = {split.sha256[:12]}..., but the file's is {scan.sha256[:12]}...",
+            yield Problem("error", "digest-mismatch",
+                          f"the manifest records sha256 = {split.sha256[:12]}..., "
+                          f"but the file's is {scan.sha256[:12]}...",
                           hint="the file changed since it was recorded: update or remove 'sha256'",
                           **at(f"tasks.splits.{name}.sha256", "tasks", "splits", name, "sha256"))
     if task_ids.repeated:
@@ -358,7 +363,8 @@ def _warnings(m: Manifest, at) -> Iterator[Problem]:  # type: ignore[no-untyped-
     public = [n for n, s in splits.items() if not s.held_out]
     if not public:
         yield warning("only-held-out", "every split is held out, so nothing can be trained or evaluated in the open",
-                      "add a public split (e.g. train) or set held-out = false on one", "tasks.splits", "tasks", "splits")
+                      "add a public split (e.g. train) or set held-out = false on one",
+                      "tasks.splits", "tasks", "splits")
     if len(splits) > 1 and len(public) == len(splits):
         yield warning("no-held-out", "no split is held out, so every evaluation set is public",
                       "mark the test split held-out = true", "tasks.splits", "tasks", "splits")

@@ -78,7 +78,8 @@ def info(target: str, registry: str | None, offline: bool, as_json: bool) -> Non
         "criteria": [c.name for c in getattr(verifier, "criteria", [])],
         "state": m.state.kind,
         # A path dependency as written: {"version": ..., "path": ...}.
-        "dependencies": {n: d if isinstance(d, str) else d.model_dump(by_alias=True) for n, d in m.dependencies.items()},
+        "dependencies": {n: d if isinstance(d, str) else d.model_dump(by_alias=True)
+                         for n, d in m.dependencies.items()},
         "splits": [vars(s) for s in splits],
         "path": str(path),
         **published,

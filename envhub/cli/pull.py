@@ -20,11 +20,14 @@ __all__ = ["pull", "with_current_yank"]
 @click.command()
 @click.argument("ref")
 @registry_option
-@click.option("--with-heldout", is_flag=True, help="Also fetch the held-out splits (needs access to the held-out store).")
-@click.option("-o", "--out", "out_dir", type=click.Path(path_type=Path), help="Also copy the bundle into this new directory.")
+@click.option("--with-heldout", is_flag=True,
+              help="Also fetch the held-out splits (needs access to the held-out store).")
+@click.option("-o", "--out", "out_dir", type=click.Path(path_type=Path),
+              help="Also copy the bundle into this new directory.")
 @offline_option
 @json_option
-def pull(ref: str, registry: str | None, with_heldout: bool, out_dir: Path | None, offline: bool, as_json: bool) -> None:
+def pull(ref: str, registry: str | None, with_heldout: bool, out_dir: Path | None, offline: bool,
+         as_json: bool) -> None:
     """Fetch REF (acme/env, acme/env@1.2.0, 'acme/env>=1.2,<2') into the cache.
 
     Picks the highest version that matches and is not yanked (an exact pin of a yanked

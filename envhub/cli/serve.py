@@ -30,7 +30,8 @@ REGISTRY_HINT = ("install it from a checkout of the envhub repository: pip insta
               help="Close an episode after this many seconds without a request (default 600).")
 @click.option("--episode-timeout", "episode_timeout_s", type=click.FloatRange(min=0, min_open=True),
               help="Wall-clock limit of one episode in seconds (default 3600).")
-@click.option("--max-body-bytes", type=click.IntRange(min=256), help="Largest request body (default 1048576); past it, 413.")
+@click.option("--max-body-bytes", type=click.IntRange(min=256),
+              help="Largest request body (default 1048576); past it, 413.")
 @click.option("--require-token/--no-require-token", default=None,
               help="Require a bearer token for every call, not only for held-out splits.")
 @click.option("--access-log", is_flag=True, help="Log every request on stderr.")

@@ -79,7 +79,8 @@ def local_dependency_problems(manifest: Manifest, root: Path, *, file: str | Non
         if env.name != name:
             problems.append(Problem("error", "path-dependency", f"path {written!r} holds {env.name}, not {name}",
                                     file=file, field=f"{field}.path",
-                                    hint=f'point path at {name}\'s bundle directory, or name the dependency "{env.name}"'))
+                                    hint=f"point path at {name}'s bundle directory, "
+                                         f'or name the dependency "{env.name}"'))
             continue
         specifier = manifest.dependency_specifiers()[name]
         if not parse_specifier(specifier).contains(Version(env.version), prereleases=True):

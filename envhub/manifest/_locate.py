@@ -13,7 +13,8 @@ import re
 from collections.abc import Sequence
 
 _HEADER = re.compile(r"^\s*(\[\[?)\s*([^\]]+?)\s*\]\]?\s*(#.*)?$")
-_KEY = re.compile(r"""^\s*((?:"[^"]*"|'[^']*'|[A-Za-z0-9_-]+)(?:\s*\.\s*(?:"[^"]*"|'[^']*'|[A-Za-z0-9_-]+))*)\s*=\s*(.*)$""")
+_KEY_SEGMENT = r"""(?:"[^"]*"|'[^']*'|[A-Za-z0-9_-]+)"""  # a bare or quoted key
+_KEY = re.compile(rf"^\s*({_KEY_SEGMENT}(?:\s*\.\s*{_KEY_SEGMENT})*)\s*=\s*(.*)$")
 _KEY_PART = re.compile(r"""\s*("[^"]*"|'[^']*'|[A-Za-z0-9_-]+)\s*(?:\.|$)""")
 
 Path = list[str | int]

@@ -123,7 +123,9 @@ class Split(_Model):
         None, description="[start, stop) seed range, for generator tasks."
     )
     seed_space: list[int] | None = Field(
-        None, description="Held-out generator split: the public [lo, hi) its `rows` seeds are drawn from, keyed by its secret."
+        None,
+        description="Held-out generator split: the public [lo, hi) its `rows` seeds are drawn from, "
+                    "keyed by its secret.",
     )
     secret: BundlePath | None = Field(
         None, description="Held-out generator split: the file holding its 256-bit key (64 hex digits); never published."
@@ -153,7 +155,8 @@ class TasksSection(_Model):
     difficulty_field: FieldName | None = None
     difficulty_levels: list[int] | None = Field(
         None, min_length=1,
-        description="Generator: the difficulty levels it takes, easiest first; task i of a split is made at level i mod len.",
+        description="Generator: the difficulty levels it takes, easiest first; "
+                    "task i of a split is made at level i mod len.",
     )
     generator: GeneratorRef | None = Field(
         None, description="Task generator, for format = generator: the bundle's 'module:function' or a plugin's name."

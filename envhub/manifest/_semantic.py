@@ -50,7 +50,8 @@ def _tasks(m: Manifest) -> Iterator[Problem]:
     if t.difficulty_levels is not None:
         levels = t.difficulty_levels
         if not generated:
-            yield _error("tasks.difficulty-levels", f"difficulty-levels are only used with format = 'generator', not {t.format!r}",
+            yield _error("tasks.difficulty-levels",
+                         f"difficulty-levels are only used with format = 'generator', not {t.format!r}",
                          "remove them: a task file's difficulty-field gives each task's level")
         elif any(a >= b for a, b in itertools.pairwise(levels)):
             yield _error("tasks.difficulty-levels", f"difficulty levels must increase (easiest first), got {levels}",
@@ -128,7 +129,8 @@ def _keyed_split(splits: dict[str, Split], name: str, field: str) -> Iterator[Pr
         return
     lo, hi = space
     if split.rows is not None and hi - lo < split.rows:
-        yield _error(f"{field}.seed-space", f"seed-space [{lo}, {hi}) holds {hi - lo} seeds, fewer than rows = {split.rows}",
+        yield _error(f"{field}.seed-space",
+                     f"seed-space [{lo}, {hi}) holds {hi - lo} seeds, fewer than rows = {split.rows}",
                      "widen seed-space or lower rows")
     for other, o in splits.items():
         if other == name:
@@ -172,7 +174,8 @@ def _harness(m: Manifest) -> Iterator[Problem]:
     if h.context == "recent-turns" and h.keep_turns is None:
         yield _error("harness.keep-turns", "context = 'recent-turns' needs keep-turns", "add keep-turns = N")
     if h.context != "recent-turns" and h.keep_turns is not None:
-        yield _error("harness.keep-turns", "keep-turns is only used with context = 'recent-turns'", "remove keep-turns, or set context = 'recent-turns'")
+        yield _error("harness.keep-turns", "keep-turns is only used with context = 'recent-turns'",
+                     "remove keep-turns, or set context = 'recent-turns'")
 
 
 def _builtin_protocol(m: Manifest) -> Iterator[Problem]:
@@ -180,13 +183,17 @@ def _builtin_protocol(m: Manifest) -> Iterator[Problem]:
     if h.protocol == "tool-use" and not h.tools:
         yield _error("harness.tools", "protocol 'tool-use' needs at least one tool", "add tools = ['module:function']")
     if h.protocol != "tool-use" and h.tools:
-        yield _error("harness.tools", f"tools are only used by protocol 'tool-use', not {h.protocol!r}", "set protocol = 'tool-use', or remove tools")
+        yield _error("harness.tools", f"tools are only used by protocol 'tool-use', not {h.protocol!r}",
+                     "set protocol = 'tool-use', or remove tools")
     if h.protocol == "multi-turn" and h.responder is None:
-        yield _error("harness.responder", "protocol 'multi-turn' needs a responder that answers the model each turn", "add responder = 'module:function'")
+        yield _error("harness.responder", "protocol 'multi-turn' needs a responder that answers the model each turn",
+                     "add responder = 'module:function'")
     if h.protocol != "multi-turn" and h.responder is not None:
-        yield _error("harness.responder", f"a responder is only used by protocol 'multi-turn', not {h.protocol!r}", "set protocol = 'multi-turn', or remove responder")
+        yield _error("harness.responder", f"a responder is only used by protocol 'multi-turn', not {h.protocol!r}",
+                     "set protocol = 'multi-turn', or remove responder")
     if h.protocol == "single-turn" and h.max_turns not in (None, 1):
-        yield _error("harness.max-turns", f"protocol 'single-turn' has exactly one turn, got max-turns = {h.max_turns}", "remove max-turns, or use protocol 'multi-turn'")
+        yield _error("harness.max-turns", f"protocol 'single-turn' has exactly one turn, got max-turns = {h.max_turns}",
+                     "remove max-turns, or use protocol 'multi-turn'")
 
 
 def _composite(m: Manifest) -> Iterator[Problem]:
@@ -214,7 +221,8 @@ def _verifier(m: Manifest) -> Iterator[Problem]:
         names: set[str] = set()
         for i, c in enumerate(v.criteria):
             if c.name in names:
-                yield _error(f"verifier.criteria[{i}].name", f"criterion name {c.name!r} is used twice", "give each criterion its own name")
+                yield _error(f"verifier.criteria[{i}].name", f"criterion name {c.name!r} is used twice",
+                             "give each criterion its own name")
             names.add(c.name)
             yield from _one_verifier(c, f"verifier.criteria[{i}]")
     else:
@@ -232,11 +240,14 @@ def _state(m: Manifest) -> Iterator[Problem]:
         what = "a directory" if s.kind == "files" else "a database file"
         yield _error("state.snapshot", f"state kind {s.kind!r} needs a snapshot ({what})", "add snapshot = 'state/...'")
     if s.kind in ("none", "python") and s.snapshot is not None:
-        yield _error("state.snapshot", f"state kind {s.kind!r} takes no snapshot", "remove snapshot, or set kind = 'files' or 'sqlite'")
+        yield _error("state.snapshot", f"state kind {s.kind!r} takes no snapshot",
+                     "remove snapshot, or set kind = 'files' or 'sqlite'")
     if s.kind == "python" and s.entry_point is None:
-        yield _error("state.entry-point", "state kind 'python' needs an entry point", "add entry-point = 'module:function'")
+        yield _error("state.entry-point", "state kind 'python' needs an entry point",
+                     "add entry-point = 'module:function'")
     if s.kind != "python" and s.entry_point is not None:
-        yield _error("state.entry-point", f"an entry point is only used by state kind 'python', not {s.kind!r}", "remove entry-point")
+        yield _error("state.entry-point", f"an entry point is only used by state kind 'python', not {s.kind!r}",
+                     "remove entry-point")
 
 
 def _config(m: Manifest) -> Iterator[Problem]:
@@ -244,6 +255,8 @@ def _config(m: Manifest) -> Iterator[Problem]:
     if c is None:
         return
     if c.strategy != "none" and m.tasks.difficulty_field is None and m.tasks.difficulty_levels is None:
-        yield _error("config.curriculum.strategy", f"curriculum {c.strategy!r} needs tasks with a difficulty", "add difficulty-field = 'difficulty' to [tasks] (or difficulty-levels, for a generator)")
+        yield _error("config.curriculum.strategy", f"curriculum {c.strategy!r} needs tasks with a difficulty",
+                     "add difficulty-field = 'difficulty' to [tasks] (or difficulty-levels, for a generator)")
     if c.demote_at is not None and c.demote_at >= c.promote_at:
-        yield _error("config.curriculum.demote-at", f"demote-at ({c.demote_at}) must be below promote-at ({c.promote_at})")
+        yield _error("config.curriculum.demote-at",
+                     f"demote-at ({c.demote_at}) must be below promote-at ({c.promote_at})")

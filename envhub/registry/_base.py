@@ -88,7 +88,9 @@ class VersionEntry:
         that names another environment or version there is malformed too."""
         problems = _entry_problems(data, name, key)
         if problems:
-            shown = f"{registry}: index entry {where or '(unnamed)'}" if registry else f"index entry {where or '(unnamed)'}"
+            shown = f"index entry {where or '(unnamed)'}"
+            if registry:
+                shown = f"{registry}: {shown}"
             raise IntegrityError(f"{shown} is malformed: " + "; ".join(problems),
                                  hint="the index was damaged or edited by hand; ask the registry's owner to restore "
                                       "the entry (or to move it aside and push that version again)")
@@ -199,7 +201,8 @@ class Registry(abc.ABC):
             yield
         except PermissionError as e:
             raise RegistryError(f"{self.url}: cannot {action}: permission denied ({e.filename or e})",
-                                hint="check that you may write to this registry, or choose another with --registry") from e
+                                hint="check that you may write to this registry, "
+                                     "or choose another with --registry") from e
         except OSError as e:
             if isinstance(e, FileNotFoundError):
                 raise
@@ -273,7 +276,8 @@ _ENTRY_FIELDS: dict[str, tuple[bool, Callable[[object], bool], str]] = {
     "yank-reason": (False, lambda v: v is None or isinstance(v, str), "null or a string"),
     "locator": (False, lambda v: v is None or isinstance(v, str), "null or a string"),
     "dependencies": (False, lambda v: v is None or (isinstance(v, dict) and all(
-        isinstance(k, str) and isinstance(s, str) for k, s in v.items())), "an object of environment ids to specifiers"),
+        isinstance(k, str) and isinstance(s, str) for k, s in v.items())),
+        "an object of environment ids to specifiers"),
     "python-dependencies": (False, lambda v: v is None or _is_str_list(v), "an array of strings"),
 }
 

@@ -50,7 +50,8 @@ class BlobStore:
             self.fs, self.root = fsspec.core.url_to_fs(self.url, **(storage_options or {}))
         except (ValueError, ImportError) as e:
             raise RegistryError(f"cannot open registry {url!r}: {e}",
-                                hint="use a directory path, file://, memory://, s3:// (pip install s3fs) or hf://") from e
+                                hint="use a directory path, file://, memory://, s3:// (pip install s3fs) "
+                                     "or hf://") from e
         self.root = self.root.rstrip("/")
         self.local = isinstance(self.fs, LocalFileSystem)
 

@@ -407,7 +407,8 @@ class HfRegistry(Registry):
                     self.hub.api.create_repo(repo_id, repo_type=REPO_TYPE, private=False, exist_ok=True)
                     refs = self.hub.refs(repo_id)
                     if refs is None:
-                        raise EnvNotFoundError(f"{self.url}: cannot publish: {repo_id} exists but your token cannot read it",
+                        raise EnvNotFoundError(f"{self.url}: cannot publish: {repo_id} exists "
+                                               "but your token cannot read it",
                                                hint=f"ask the owners of {bundle.name.split('/')[0]} for write access")
                 tagged = _tagged(refs, bundle.version)
                 if tagged is not None:

@@ -58,7 +58,8 @@ def hub_error(e: BaseException, ctx: HubContext) -> EnvhubError | None:
     if isinstance(e, hf.RepositoryNotFoundError):
         hint = (f"check the name; if it is private, {LOGIN_HINT}" if not ctx.logged_in
                 else f"check the name; if it is private, ask the owners of {ctx.namespace} for read access")
-        return EnvNotFoundError(f"{ctx.where}: {ctx.repo_id} does not exist on {ctx.endpoint}, or is private", hint=hint)
+        return EnvNotFoundError(f"{ctx.where}: {ctx.repo_id} does not exist on {ctx.endpoint}, or is private",
+                                hint=hint)
     if isinstance(e, hf.RevisionNotFoundError):
         return EnvNotFoundError(f"{ctx.where}: {ctx.repo_id} has no such revision",
                                 hint="the tag or commit was removed from the Hub; pull another version")

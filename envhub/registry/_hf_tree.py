@@ -89,7 +89,8 @@ def card(manifest: Manifest, body: bytes | None) -> tuple[bytes, int]:
 
 
 def version_document(entry: dict[str, Any], archive: dict[str, Any]) -> bytes:
-    return (json.dumps({"format": FORMAT, "entry": entry, "archive": archive}, indent=2, sort_keys=True) + "\n").encode()
+    document = {"format": FORMAT, "entry": entry, "archive": archive}
+    return (json.dumps(document, indent=2, sort_keys=True) + "\n").encode()
 
 
 def check_rel_path(rel: str, where: str) -> str:

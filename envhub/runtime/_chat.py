@@ -207,7 +207,8 @@ class ChatClient:
                 hint="check that the base URL points at an OpenAI-compatible API root (it usually ends in /v1)",
             ) from None
         if not isinstance(raw, Mapping):
-            raise PolicyError(f"POST {self.url} returned a choice whose message is not an object: {_excerpt(response.text)}")
+            raise PolicyError(f"POST {self.url} returned a choice whose message is not an object: "
+                              f"{_excerpt(response.text)}")
         return ChatResult(
             message=_assistant_message(raw),
             usage=body.get("usage") or {},

@@ -7,9 +7,9 @@ A :class:`RemoteEnvironment` offers what an :class:`~envhub.runtime.Environment`
 observation, the reward and ``done``. The server keeps held-out answers: a held-out task
 here holds only what the model sees, and its score comes back without a breakdown.
 
-The protocol is spec/serve.md, its messages :mod:`envhub.runtime.served`. Requests that cannot have changed anything on the server are
-retried (connection failures, 429, 503); a step whose request reached the server is not, so
-a turn is never taken twice.
+The protocol is spec/serve.md, its messages :mod:`envhub.runtime.served`. Requests that
+cannot have changed anything on the server are retried (connection failures, 429, 503); a
+step whose request reached the server is not, so a turn is never taken twice.
 """
 
 from __future__ import annotations
@@ -111,7 +111,8 @@ def load_remote(url: str, *, settings: Settings, token: str | None = None, max_c
         http.close()
         wanted = f"@{ref.version}" if ref.version is not None else str(ref.specifier)
         raise EnvNotFoundError(f"{base} serves {ref.name} {version}, not {ref.name}{wanted}",
-                               hint=f"load {base}/{ref.name} (any version), or a server that serves the version you need")
+                               hint=f"load {base}/{ref.name} (any version), "
+                                    "or a server that serves the version you need")
     return RemoteEnvironment(f"{base}/{ref.name}", path, detail, http)
 
 
@@ -182,7 +183,8 @@ class RemoteEnvironment:
         info = self._splits.get(split)
         if info is None:
             known = ", ".join(self._splits)
-            raise EnvNotFoundError(f"{self.name} has no split {split!r} (splits: {known})", hint=f"pass one of: {known}")
+            raise EnvNotFoundError(f"{self.name} has no split {split!r} (splits: {known})",
+                                   hint=f"pass one of: {known}")
         return info
 
     def _page(self, split: str, seed: int | None, limit: int | None, offset: int) -> TaskPage:
@@ -220,7 +222,8 @@ class RemoteEnvironment:
 
     def _score_body(self, task: Task, value: str | Sequence[Message] | Trajectory) -> dict[str, Any]:
         if isinstance(value, str):
-            return ScoreRequest.model_construct(split=task.split, task_id=task.id, completion=value, **self._judge()).to_json()
+            return ScoreRequest.model_construct(split=task.split, task_id=task.id, completion=value,
+                                                **self._judge()).to_json()
         return ScoreRequest.model_construct(split=task.split, task_id=task.id, messages=Trajectory.of(value).messages,
                             **self._judge()).to_json()
 
@@ -413,9 +416,11 @@ class RemoteEpisode:
         info = self.env._splits.get(task.split)
         # A generated task is found by index at once; by id, the server would generate the split to find it.
         if info is not None and info.generated:
-            body = CreateEpisodeRequest.model_construct(split=task.split, index=task.index, seed=self.seed, **self.env._judge())
+            body = CreateEpisodeRequest.model_construct(split=task.split, index=task.index, seed=self.seed,
+                                                        **self.env._judge())
         else:
-            body = CreateEpisodeRequest.model_construct(split=task.split, task_id=task.id, seed=self.seed, **self.env._judge())
+            body = CreateEpisodeRequest.model_construct(split=task.split, task_id=task.id, seed=self.seed,
+                                                        **self.env._judge())
         return body.to_json()
 
     def _started(self, data: Mapping[str, Any]) -> Observation:

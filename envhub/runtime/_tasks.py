@@ -257,7 +257,8 @@ class TaskSource:
         make = self._maker(name)
         order: Sequence[int] = range(len(self.seeds(name)))
         if seed is not None and limit is None and len(order) > MAX_SHUFFLED_SEEDS:
-            raise UsageError(f"{self.env_name}: split {name!r} has {len(order):,} seeds, too many to shuffle all of them",
+            raise UsageError(f"{self.env_name}: split {name!r} has {len(order):,} seeds, "
+                             "too many to shuffle all of them",
                              hint="take a sample: pass a limit (envhub eval -n N)")
         if seed is not None:
             order = random.Random(seed).sample(order, len(order) if limit is None else min(limit, len(order)))
@@ -328,7 +329,8 @@ class TaskSource:
                     hint="pull them with 'envhub pull --with-heldout' (needs access to the held-out store), "
                          "or have a server score it ('envhub serve')")
             raise BundleError(f"{self.env_name}: the task file of split {name!r} is missing",
-                              [Problem("error", "missing-file", "no such file", file=str(self.root / (split.path or "")))])
+                              [Problem("error", "missing-file", "no such file",
+                                       file=str(self.root / (split.path or "")))])
         rows = self._read_rows(path)
         tasks = [self._task(name, row, i) for i, row in enumerate(rows)]
         self._rows[name] = tasks
@@ -340,7 +342,8 @@ class TaskSource:
 
         found = self._plugins.lookup(hook, name)
         if found is None:
-            raise PluginError(f"{self.env_name}: unknown {what} {name!r}; known: {', '.join(self._plugins.names(hook))}",
+            known = ", ".join(self._plugins.names(hook))
+            raise PluginError(f"{self.env_name}: unknown {what} {name!r}; known: {known}",
                               hint="install the plugin that provides it ('envhub plugins' lists what is installed)")
         return found
 

@@ -20,4 +20,5 @@ from envhub.sandbox._sandbox import (
     probe,
 )
 
-__all__ = ["WORKSPACE", "Guest", "Limits", "Outcome", "Probe", "Sandbox", "SandboxUnavailableError", "Session", "aprobe", "probe"]
+__all__ = ["WORKSPACE", "Guest", "Limits", "Outcome", "Probe", "Sandbox", "SandboxUnavailableError", "Session",
+           "aprobe", "probe"]

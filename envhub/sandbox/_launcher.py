@@ -213,7 +213,8 @@ def _build_root(ns: _Namespaces, job: dict[str, Any]) -> None:
     ns.mount(None, "/", None, _MS_REC | _MS_PRIVATE)
     devices = [f"/dev/{name}" for name in _DEVICES]
     fds = _open_paths([*job["readable"], job["workdir"], *devices])
-    ns.mount("tmpfs", job["root_dir"], "tmpfs", _MS_NOSUID | _MS_NODEV, f"size=16m,mode=0755,uid={INNER_ID},gid={INNER_ID}")
+    ns.mount("tmpfs", job["root_dir"], "tmpfs", _MS_NOSUID | _MS_NODEV,
+             f"size=16m,mode=0755,uid={INNER_ID},gid={INNER_ID}")
     os.chdir(job["root_dir"])  # the new tmpfs: every target below is relative to it
     with contextlib.suppress(OSError):  # denied in an unprivileged user namespace: the groups are unmapped
         os.setgroups([])

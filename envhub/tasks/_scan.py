@@ -37,7 +37,8 @@ _NUMBER_TYPES = frozenset({int, float})
 #: The largest magnitude of a difficulty: every integer up to it is exact as a JSON number
 #: read into a double, so difficulties order the same in every language.
 MAX_DIFFICULTY = 2**53
-_PROMPT_HINT = "a prompt is the text shown to the model, or a chat: a list of messages such as {\"role\": \"user\", \"content\": \"...\"}"
+_PROMPT_HINT = ("a prompt is the text shown to the model, or a chat: a list of messages such as "
+                '{"role": "user", "content": "..."}')
 
 
 @dataclass
@@ -96,7 +97,8 @@ class _Problems:
         out = list(self.kept)
         for code, n in self.counts.items():
             if n > _MAX_PER_KIND:
-                out.append(Problem(self.severities[code], code, f"... and {n - _MAX_PER_KIND} more like this ({n} in all)",
+                out.append(Problem(self.severities[code], code,
+                                   f"... and {n - _MAX_PER_KIND} more like this ({n} in all)",
                                    file=self.file))
         return out
 
@@ -214,7 +216,9 @@ def scan_jsonl(
             if _valid_id(task_id):
                 task_ids.add(task_id)
             else:
-                problems.error("bad-id", f"{id_field!r} must be a non-empty string or an integer, got {_json_kind(task_id)}", line=lineno)
+                problems.error("bad-id",
+                               f"{id_field!r} must be a non-empty string or an integer, got {_json_kind(task_id)}",
+                               line=lineno)
 
     lineno = 0
     rows = 0
@@ -504,8 +508,10 @@ def duplicate_id_problems(sources: Sequence[IdSource], id_field: str) -> list[Pr
             seen = first.setdefault(task_id, (source.split, position))
             if seen == (source.split, position):
                 continue
-            where = f"first on {what} {seen[1]}" if seen[0] == source.split else f"also in split {seen[0]!r} ({what} {seen[1]})"
-            message = f"duplicate task id {task_id!r} ({where})" if seen[0] == source.split else f"task id {task_id!r} is {where}"
+            if seen[0] == source.split:
+                message = f"duplicate task id {task_id!r} (first on {what} {seen[1]})"
+            else:
+                message = f"task id {task_id!r} is also in split {seen[0]!r} ({what} {seen[1]})"
             problems.error("duplicate-id", message if what == "line" else f"row {position}: {message}",
                            line=position if what == "line" else None, hint="task ids must be unique across all splits")
         out.extend(problems.finish())

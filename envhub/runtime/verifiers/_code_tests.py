@@ -179,7 +179,8 @@ def parse_tests(value: Any, task: Task, field_name: str) -> str | list[CallCase]
     if isinstance(value, dict) and set(value) == {"io"}:
         return _io_cases(value["io"], where)
     raise VerifierError(f"{where} must be Python test code, {{\"calls\": [...]}} or {{\"io\": [...]}}, "
-                        f"got {type(value).__name__}" + (f" with keys {sorted(value)}" if isinstance(value, dict) else ""))
+                        f"got {type(value).__name__}"
+                        + (f" with keys {sorted(value)}" if isinstance(value, dict) else ""))
 
 
 def _cases(items: Any, where: str, what: str) -> list[dict[str, Any]]:
@@ -418,7 +419,8 @@ def to_score(result: TestsResult) -> Score:
     passed = sum(t.passed for t in result.tests)
     side = result.candidate
     info: dict[str, Any] = {
-        "tests": [{"name": t.name, "passed": t.passed, **({"error": t.error} if t.error else {})} for t in result.tests],
+        "tests": [{"name": t.name, "passed": t.passed, **({"error": t.error} if t.error else {})}
+                  for t in result.tests],
         "timed_out": side.timed_out,
         "killed_by": side.killed_by,
         "returncode": side.returncode,

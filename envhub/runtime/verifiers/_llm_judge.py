@@ -87,7 +87,8 @@ class LlmJudgeVerifier(Verifier):
         OpenAI's endpoint is named and the key variable is unset: no request could succeed."""
         if self._client is None:
             if not self._key and "api.openai.com" in self.base_url:
-                raise VerifierError(f"the llm-judge needs an API key for {self.base_url}: {self.api_key_env} is not set",
+                raise VerifierError(f"the llm-judge needs an API key for {self.base_url}: "
+                                    f"{self.api_key_env} is not set",
                                     hint=f"set {self.api_key_env}, or point the verifier's base-url at a server "
                                          "that needs no key")
             self._client = ChatClient(self.base_url, self._key)
@@ -215,7 +216,8 @@ def _response(trajectory: Trajectory) -> str:
         if role == "assistant":
             for call in message.get("tool_calls") or []:
                 function = call.get("function") or {}
-                lines.append(f"[assistant calls {function.get('name')}({_excerpt(str(function.get('arguments')), _MESSAGE_LIMIT)})]")
+                arguments = _excerpt(str(function.get("arguments")), _MESSAGE_LIMIT)
+                lines.append(f"[assistant calls {function.get('name')}({arguments})]")
             if text:
                 lines.append(f"[assistant] {text}")
         elif role == "tool":

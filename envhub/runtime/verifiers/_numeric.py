@@ -169,4 +169,5 @@ class NumericVerifier(Verifier):
         text, got = found
         diff = abs(got - expected)
         ok = diff <= self.tolerance or diff <= self.relative_tolerance * abs(expected)
-        return Score(1.0 if ok else 0.0, info={"read": text.strip()[:100], "value": float(got), "expected": float(expected)})
+        return Score(1.0 if ok else 0.0,
+                     info={"read": text.strip()[:100], "value": float(got), "expected": float(expected)})
