@@ -225,10 +225,12 @@ def test_difficulty_levels_are_checked(tmp_path: Path, envhub_cli: Any) -> None:
     manifest.write_text(manifest.read_text().replace("difficulty-levels = [1, 2, 3]", "difficulty-levels = [1, 3, 2]"))
     result = envhub_cli("validate", str(root))
     assert result.code == 2
-    assert "tasks.difficulty-levels: difficulty levels must increase (easiest first), got [1, 3, 2]" in result.out + result.err
+    assert ("tasks.difficulty-levels: difficulty levels must increase (easiest first), got [1, 3, 2]"
+            in result.out + result.err)
 
     other = graded(tmp_path / "files")
-    set_table(other, "tasks", 'format = "jsonl"\ndifficulty-levels = [1, 2]\nsplits.train = { path = "tasks/train.jsonl" }')
+    set_table(other, "tasks",
+              'format = "jsonl"\ndifficulty-levels = [1, 2]\nsplits.train = { path = "tasks/train.jsonl" }')
     result = envhub_cli("validate", str(other))
     assert result.code == 2
     assert "difficulty-levels are only used with format = 'generator', not 'jsonl'" in result.out + result.err

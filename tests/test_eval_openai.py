@@ -170,7 +170,8 @@ def test_llm_judge_refuses_to_grade_its_own_model_unless_forced(tmp_path: Path, 
     refused = envhub_cli("eval", str(root), "-s", "dev", "-p", "openai:judge-1", "--base-url", openai_server.base_url,
                          "-o", str(out))
     assert refused.code == 2
-    assert refused.err.splitlines()[0] == "envhub: error: the llm-judge verifier would grade model 'judge-1' with itself"
+    assert refused.err.splitlines()[0] == (
+        "envhub: error: the llm-judge verifier would grade model 'judge-1' with itself")
     assert not out.exists() and openai_server.requests == []
     forced = envhub_cli("eval", str(root), "-s", "dev", "-p", "openai:judge-1", "--base-url", openai_server.base_url,
                         "-o", str(out), "--force-self-judge", "--json")

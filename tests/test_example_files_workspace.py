@@ -61,7 +61,8 @@ def test_generate_reproduces_the_task_files(tmp_path: Path) -> None:
     ("read_file", {"path": "../../etc/passwd"},
      "Error: PermissionError: '../../etc/passwd' is outside the workspace; paths are relative to the workspace"),
     ("read_file", {"path": "/etc/passwd"},
-     "Error: PermissionError: '/etc/passwd' is an absolute path; paths are relative to the workspace, e.g. notes/todo.txt"),
+     "Error: PermissionError: '/etc/passwd' is an absolute path; paths are relative to the workspace, "
+     "e.g. notes/todo.txt"),
     ("write_file", {"path": "../escaped.txt", "content": "x"},
      "Error: PermissionError: '../escaped.txt' is outside the workspace; paths are relative to the workspace"),
     ("read_file", {"path": "notes"},
@@ -90,7 +91,8 @@ def test_tool_mistakes_are_told_to_the_model_and_change_nothing(env: Environment
         assert {p: p.read_bytes() for p in workspace.rglob("*") if p.is_file()} == before
         assert not (workspace.parent / "escaped.txt").exists()
         # The episode goes on: the next call works.
-        assert episode.step(calls(("read_file", {"path": "notes/todo.txt"}))).info["tool_results"][0].startswith("order")
+        step = episode.step(calls(("read_file", {"path": "notes/todo.txt"})))
+        assert step.info["tool_results"][0].startswith("order")
 
 
 def test_a_symbolic_link_out_of_the_workspace_is_refused(env: Environment, tmp_path: Path) -> None:
@@ -161,7 +163,8 @@ def test_half_a_merge_gets_partial_credit(env: Environment) -> None:
 def test_formatting_that_does_not_matter_is_accepted(env: Environment) -> None:
     json_task = find(env, "In config/settings.json, set `notifications.sms`")
     compact = json.dumps(json_task["expect"]["config/settings.json"]["json"], separators=(",", ":"))
-    assert play(env, json_task, [calls(("write_file", {"path": "config/settings.json", "content": compact}))]).reward == 1.0
+    write = calls(("write_file", {"path": "config/settings.json", "content": compact}))
+    assert play(env, json_task, [write]).reward == 1.0
     text_task = find(env, "Write reports/restock.txt")
     [(path, spec)] = text_task["expect"].items()
     no_newline_crlf = spec["text"].rstrip("\n").replace("\n", "  \r\n")  # trailing spaces, CRLF, no final newline

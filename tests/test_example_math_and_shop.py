@@ -122,7 +122,8 @@ def test_validate_check_needs_nothing_published_and_push_needs_the_children_firs
     assert pushed.code == 2
     version = envhub.load(EXAMPLES / "arith-word-problems", trust_code=True).version
     assert pushed.err.splitlines()[-2:] == [
-        f"envhub: error: envhub-examples/math-and-shop 1.1.0 depends on {ARITH}=={version} (path '../arith-word-problems'), "
+        f"envhub: error: envhub-examples/math-and-shop 1.1.0 depends on {ARITH}=={version} "
+        "(path '../arith-word-problems'), "
         f"which is not in {(Path(os.environ['ENVHUB_HOME']) / 'registry').as_uri()}",
         f"  hint: push it to this registry first: envhub push {EXAMPLES / 'arith-word-problems'}"]
 

@@ -99,8 +99,8 @@ def test_a_curriculum_run_moves_a_learning_policy_up_the_levels(tmp_path: Path) 
     assert result.code == 0, result.err
     summary = json.loads(result.out)["curriculum"]
     assert summary["highest_level"] == 4 and summary["draws"] == 160
-    levels = [r["curriculum"]["level"] for r in
-              sorted((json.loads(line) for line in out.read_text().splitlines()), key=lambda r: r["curriculum"]["step"])]
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    levels = [r["curriculum"]["level"] for r in sorted(records, key=lambda r: r["curriculum"]["step"])]
     assert levels[:32] == [1] * 32 and levels[-1] >= 3
     assert levels == sorted(levels)  # this learner never forgets: it is never demoted
 

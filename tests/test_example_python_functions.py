@@ -103,7 +103,8 @@ def test_the_tests_pass_the_reference_and_reject_a_stub(row: dict[str, Any]) -> 
 def test_a_wrong_function_fails_the_tests_it_breaks() -> None:
     env = envhub.load(BUNDLE)
     task = env.task("train", "pyfn-chunk")
-    drops_the_rest = "def chunk(items, size):\n    return [items[i:i + size] for i in range(0, len(items) - size + 1, size)]"
+    drops_the_rest = ("def chunk(items, size):\n"
+                      "    return [items[i:i + size] for i in range(0, len(items) - size + 1, size)]")
     score = env.score(task, fenced(drops_the_rest))
     assert score.reward == pytest.approx(4 / 6)
     assert [t["name"] for t in score.info["tests"] if not t["passed"]] == [

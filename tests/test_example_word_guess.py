@@ -76,7 +76,8 @@ def test_the_responder_marks_each_letter(env: Environment, secret: str, guess: s
     with env.episode(task) as episode:
         episode.reset()
         result = episode.step(f"Let me try {guess.upper()}.")
-    assert result.observation.messages[-1] == {"role": "user", "content": f"{guess.upper()}: {expected} (5 guesses left)"}
+    assert result.observation.messages[-1] == {"role": "user",
+                                               "content": f"{guess.upper()}: {expected} (5 guesses left)"}
 
 
 @pytest.mark.parametrize(("reply", "answer"), [

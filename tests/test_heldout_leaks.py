@@ -222,7 +222,8 @@ def test_a_planted_leak_is_found_in_the_public_archive(tmp_path: Path) -> None:
     result = run_envhub("validate", str(bundle))
     assert result.code == 2
     assert (f"{bundle.as_posix()}/README.md:" in result.out
-            and "error: the held-out prompt of task 'arith-test-00004' (split 'test') is in this public file" in result.out)
+            and "error: the held-out prompt of task 'arith-test-00004' (split 'test') is in this public file"
+            in result.out)
 
     # Built without validation (as a careless tool might), the archive would carry it; the scan says so.
     from envhub.bundle import bundle_files, write_archive

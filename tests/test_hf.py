@@ -106,7 +106,8 @@ def test_push_layout_tags_and_card(hub: HubServer, url: str, tmp_path: Path) -> 
     assert not any(SECRET.encode() in data for data in hub.files(NAME, "v1.0.0").values())
     readme = hub.files(NAME)["README.md"].decode()
     assert readme.startswith("---\npretty_name: acme/arith\ntags:\n- envhub\n- math\n- easy\nconfigs:\n"
-                             "- config_name: default\n  data_files:\n  - split: train\n    path: tasks/train.jsonl\n---\n")
+                             "- config_name: default\n  data_files:\n  - split: train\n"
+                             "    path: tasks/train.jsonl\n---\n")
     assert [d.id for d in api.list_datasets(filter="envhub")] == [NAME]  # the companion is private
     companion = hub.repo(f"{NAME}-heldout")
     assert companion.private is True
@@ -148,7 +149,8 @@ def test_cli_round_trip(url: str, hub: HubServer, tmp_path: Path, envhub_cli, mo
                                           f"Held-out splits are in the private repo acme/arith-heldout on "
                                           f"{hub.endpoint}, not in the registry\n")
     again = envhub_cli("push", str(root), "--registry", url)
-    assert again.err.splitlines()[0] == f"acme/arith@1.0.0 is already published in {url} with the same content; nothing to do"
+    assert again.err.splitlines()[0] == (f"acme/arith@1.0.0 is already published in {url} with the same content; "
+                                         "nothing to do")
     listed = json.loads(envhub_cli("versions", NAME, "--registry", url, "--json").out)
     commit = hub.repo(NAME).tags["v1.0.0"]
     assert [(e["version"], e["digest"], e["locator"]) for e in listed] == [("1.0.0", digest, commit)]
@@ -329,7 +331,8 @@ def test_push_errors(url: str, hub: HubServer, tmp_path: Path, envhub_cli, monke
     monkeypatch.setenv("HF_TOKEN", BOB)
     denied = envhub_cli("push", str(root), "--registry", url)
     assert denied.err == (f"envhub: error: {url}: cannot publish: permission denied on acme/arith\n"
-                          "  hint: use a token with write access to acme (log in with 'hf auth login' or set HF_TOKEN)\n")
+                          "  hint: use a token with write access to acme "
+                          "(log in with 'hf auth login' or set HF_TOKEN)\n")
     monkeypatch.delenv("HF_TOKEN")
     anonymous = envhub_cli("push", str(root), "--registry", url)
     assert anonymous.err == (f"envhub: error: {url}: cannot publish: you are not logged in to {hub.endpoint}\n"
@@ -373,7 +376,8 @@ def test_datasets_loads_the_public_split(url: str, hub: HubServer, tmp_path: Pat
         pytest.skip("datasets is not installed (opt-in: pip install datasets)")
     _push(url, write_env(tmp_path / "b"))
     script = ("import datasets\n"
-              f"ds = datasets.load_dataset({NAME!r}, revision='v1.0.0', split='train', cache_dir={str(tmp_path / 'ds')!r})\n"
+              f"ds = datasets.load_dataset({NAME!r}, revision='v1.0.0', split='train', "
+              f"cache_dir={str(tmp_path / 'ds')!r})\n"
               "print([row['id'] for row in ds])\n")
     env = {**os.environ, "HF_ENDPOINT": hub.endpoint, "HF_HOME": str(tmp_path / "hf-home")}
     done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)

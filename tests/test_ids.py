@@ -32,14 +32,18 @@ INVALID = [
     ("Acme/Shop", "invalid environment id 'Acme/Shop': ids are lowercase; did you mean 'acme/shop'?"),
     ("/shop", "invalid environment id '/shop': the namespace is empty"),
     ("acme/", "invalid environment id 'acme/': the name is empty"),
-    ("acme/my shop", "invalid environment id 'acme/my shop': the name 'my shop' contains ' '; use lowercase letters, digits, '.', '_' and '-'; did you mean 'acme/my-shop'?"),
-    ("Acme/SQL Shop", "invalid environment id 'Acme/SQL Shop': ids are lowercase letters, digits, '.', '_' and '-'; did you mean 'acme/sql-shop'?"),
-    ("acme/ö", "invalid environment id 'acme/ö': the name 'ö' contains 'ö'; use lowercase letters, digits, '.', '_' and '-'"),
+    ("acme/my shop", "invalid environment id 'acme/my shop': the name 'my shop' contains ' '; "
+                     "use lowercase letters, digits, '.', '_' and '-'; did you mean 'acme/my-shop'?"),
+    ("Acme/SQL Shop", "invalid environment id 'Acme/SQL Shop': ids are lowercase letters, digits, '.', '_' and '-'; "
+                      "did you mean 'acme/sql-shop'?"),
+    ("acme/ö", "invalid environment id 'acme/ö': the name 'ö' contains 'ö'; "
+               "use lowercase letters, digits, '.', '_' and '-'"),
     ("acme/-shop", "invalid environment id 'acme/-shop': the name '-shop' must start and end with a letter or digit"),
     ("acme/a--b", "invalid environment id 'acme/a--b': the name 'a--b' contains '--' or '..'"),
     ("acme/" + "x" * 65, f"invalid environment id 'acme/{'x' * 65}': the name is 65 characters long; the limit is 64"),
     ("acme/x@1.x", "invalid version '1.x' in 'acme/x@1.x': not a PEP 440 version (e.g. '1.2.0', '2.0rc1')"),
-    ("acme/x>=1.2,<<2", "invalid version specifier '>=1.2,<<2' in 'acme/x>=1.2,<<2': expected PEP 440 clauses such as '>=1.2,<2' or '==1.4.*'"),
+    ("acme/x>=1.2,<<2", "invalid version specifier '>=1.2,<<2' in 'acme/x>=1.2,<<2': "
+                        "expected PEP 440 clauses such as '>=1.2,<2' or '==1.4.*'"),
 ]
 
 

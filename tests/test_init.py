@@ -53,12 +53,14 @@ def test_default_directory(tmp_path: Path, envhub_cli, monkeypatch: pytest.Monke
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["Acme/Shop"], "envhub: error: invalid environment id 'Acme/Shop': ids are lowercase; did you mean 'acme/shop'?\n"),
+        (["Acme/Shop"],
+         "envhub: error: invalid environment id 'Acme/Shop': ids are lowercase; did you mean 'acme/shop'?\n"),
         (["shop"], "envhub: error: invalid environment id 'shop': expected 'namespace/name', e.g. 'acme/sql-shop'\n"),
     ],
     ids=["uppercase", "no-namespace"],
 )
-def test_init_bad_name_writes_nothing(tmp_path: Path, envhub_cli, monkeypatch: pytest.MonkeyPatch, args: list[str], message: str) -> None:
+def test_init_bad_name_writes_nothing(tmp_path: Path, envhub_cli, monkeypatch: pytest.MonkeyPatch, args: list[str],
+                                      message: str) -> None:
     monkeypatch.chdir(tmp_path)
     result = envhub_cli("init", *args)
     assert (result.code, result.err) == (2, message)
@@ -82,6 +84,7 @@ def test_init_into_empty_directory(tmp_path: Path, envhub_cli) -> None:
     assert validate_bundle(tmp_path / "env", plugins=PLUGINS).ok
 
 
-@pytest.mark.parametrize(("name", "module"), [("acme/sql-shop", "sql_shop"), ("acme/2048", "env_2048"), ("a/b.c", "b_c")])
+@pytest.mark.parametrize(("name", "module"),
+                         [("acme/sql-shop", "sql_shop"), ("acme/2048", "env_2048"), ("a/b.c", "b_c")])
 def test_module_name(name: str, module: str) -> None:
     assert module_name(name) == module

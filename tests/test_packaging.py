@@ -26,7 +26,8 @@ def test_no_project_depends_on_the_unrelated_envhub() -> None:
         for extra in project.get("optional-dependencies", {}).values():
             requirements.extend(extra)
         for text in requirements:
-            assert canonicalize_name(Requirement(text).name) != "envhub", f"{path}: {text!r} pulls the unrelated 'envhub'"
+            assert canonicalize_name(Requirement(text).name) != "envhub", (
+                f"{path}: {text!r} pulls the unrelated 'envhub'")
         assert canonicalize_name(project["name"]) != "envhub", path
 
 

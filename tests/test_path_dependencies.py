@@ -105,8 +105,8 @@ def test_a_composite_is_checked_evaluated_and_loaded_from_its_childrens_director
         assert [t.id for t in tasks] == [f"{ARITH}:train:train-0", f"{ARITH}:train:train-1", f"{ALGEBRA}:train:train-0",
                                          f"{ARITH}:train:train-2"]
         child = env.children[ARITH]
-        assert (child.version, child.root, child.source) == (
-            "1.2.0", (tmp_path / "envs" / "arith").resolve(), f"{ARITH} 1.2.0 at {(tmp_path / 'envs' / 'arith').resolve()}")
+        arith = (tmp_path / "envs" / "arith").resolve()
+        assert (child.version, child.root, child.source) == ("1.2.0", arith, f"{ARITH} 1.2.0 at {arith}")
         assert env.score(tasks[2], "1").reward == 1.0 and env.score(tasks[2], "2").reward == 0.0
         built = build_bundle(tmp_path / "envs" / "algebra", tmp_path / "dist", plugins=PLUGINS)
         assert env.task_provenance(tasks[2])["digest"] == built.public.digest
@@ -115,7 +115,8 @@ def test_a_composite_is_checked_evaluated_and_loaded_from_its_childrens_director
     result = run_envhub("eval", str(mix), "--split", "train", "--policy", "reference", "-o", str(out), "--json")
     assert result.code == 0, result.err
     assert json.loads(result.out)["mean_reward"] == 1.0
-    assert [json.loads(line)["child"]["version"] for line in out.read_text().splitlines()] == ["1.2.0", "1.2.0", "1.0.0", "1.2.0"]
+    assert [json.loads(line)["child"]["version"] for line in out.read_text().splitlines()] == [
+        "1.2.0", "1.2.0", "1.0.0", "1.2.0"]
 
     info = run_envhub("info", str(mix), "--json")
     assert info.code == 0, info.err

@@ -94,7 +94,8 @@ def test_broken_plugins_are_reported_with_their_distribution_and_error(plugin_ve
     assert broken["typo-hook"]["error"] == ("invalid plugin: PluginValidationError: envhub_verifer_kinds is not an "
                                             "envhub hook; did you mean 'envhub_verifier_kinds'?")
     assert broken["hook-raises"]["error"] == "envhub_policies() failed: KeyError: 'settings'"
-    assert broken["wrong-type"]["error"] == "envhub_verifier_kinds() failed: TypeError: returned dict, not a list of VerifierKind"
+    assert broken["wrong-type"]["error"] == (
+        "envhub_verifier_kinds() failed: TypeError: returned dict, not a list of VerifierKind")
     # A broken plugin contributes nothing, even the hooks that worked (hook-raises' executors).
     assert "hook-raises" not in {p["name"] for p in report["plugins"]}
 
@@ -171,7 +172,8 @@ def test_an_unknown_kind_names_the_installed_ones_and_the_plugin_to_install(plug
     result = plugin_venv.run("validate", "--format", "json", bundle)
     assert result.code == 2
     [problem] = json.loads(result.out)["problems"]
-    assert (problem["field"], problem["line"], problem["message"]) == ("verifier", 12, "unknown verifier kind 'levenstein'")
+    assert (problem["field"], problem["line"], problem["message"]) == (
+        "verifier", 12, "unknown verifier kind 'levenstein'")
     # 'hamming' is not offered: two plugins claim it, so it cannot be used. (Kinds of plugins
     # the project's venv installed, such as reasoning-gym's, are listed too.)
     from envhub.context import make_plugin_manager

@@ -149,16 +149,19 @@ def test_two_plugins_providing_one_name_raise_when_it_is_used(pm: PluginManager)
     pm.register(OtherLengthPlugin(), name="other-length")
     with pytest.raises(PluginConflictError) as e:
         pm.lookup("verifier_kinds", "length")
-    assert e.value.message == "verifier kind 'length' is provided by 2 plugins: plugin 'length' and plugin 'other-length'"
+    assert e.value.message == (
+        "verifier kind 'length' is provided by 2 plugins: plugin 'length' and plugin 'other-length'")
     assert "length" not in pm.names("verifier_kinds")
     assert pm.lookup("verifier_kinds", "numeric") is not None  # everything else works
 
 
 @pytest.mark.parametrize("source, error", [
-    ("def envhub_policies():\n    return []\n", "envhub_policies is not marked @hookimpl (from envhub import hookimpl)"),
+    ("def envhub_policies():\n    return []\n",
+     "envhub_policies is not marked @hookimpl (from envhub import hookimpl)"),
     ("@hookimpl\ndef envhub_polices():\n    return []\n",
      "envhub_polices is not an envhub hook; did you mean 'envhub_policies'?"),
-    ("@hookimpl\ndef envhub_policies(settings):\n    return []\n", "Argument(s) {'settings'} are declared in the hookimpl"),
+    ("@hookimpl\ndef envhub_policies(settings):\n    return []\n",
+     "Argument(s) {'settings'} are declared in the hookimpl"),
 ], ids=["unmarked", "unknown-hook", "bad-signature"])
 def test_invalid_hook_implementations_are_refused(source: str, error: str) -> None:
     import types

@@ -46,8 +46,8 @@ def in_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_files_validates_each_bundle_holding_one_once(in_dir: Path, envhub_cli) -> None:  # type: ignore[no-untyped-def]
-    result = envhub_cli("validate", "--files", "envs/a/tasks/train.jsonl", "envs/a/envhub.toml", "envs/a/prompts/system.md",
-                        "notes/todo.txt")
+    result = envhub_cli("validate", "--files", "envs/a/tasks/train.jsonl", "envs/a/envhub.toml",
+                        "envs/a/prompts/system.md", "notes/todo.txt")
     assert result.code == 0, result.out
     assert result.out == "valid: acme/a 0.1.0 (envs/a): 3 split(s), 10 task(s)\n"
 

@@ -110,8 +110,9 @@ def test_declare_lock_sync_load_reproducibly(tmp_path: Path) -> None:
     assert json.loads(synced.out)["relocked"] is False
 
     tree = json.loads(run_envhub("tree", "--json", cwd=root).out)
-    assert tree["environments"] == [{"name": "acme/shop", "requirement": ">=1.2.0", "version": "1.2.0", "dependencies": [
-        {"name": "acme/basics", "requirement": ">=1.0,<2", "version": "1.0.0", "dependencies": []}]}]
+    assert tree["environments"] == [
+        {"name": "acme/shop", "requirement": ">=1.2.0", "version": "1.2.0", "dependencies": [
+            {"name": "acme/basics", "requirement": ">=1.0,<2", "version": "1.0.0", "dependencies": []}]}]
 
     # Tomorrow: newer versions are published. The project still gets the locked bytes.
     publish(tmp_path, "acme/basics", "1.1.0")
@@ -255,7 +256,8 @@ def test_load_uses_the_lock_and_refuses_another_version(tmp_path: Path, monkeypa
     monkeypatch.chdir(root)
     assert envhub.load("acme/a").version == "1.0.0"
     assert envhub.load("acme/a>=1,<2").version == "1.0.0"
-    with pytest.raises(LockError, match=r"acme/a@2.0.0 asks for another version than .*envhub.lock locks \(acme/a@1.0.0\)"):
+    with pytest.raises(LockError,
+                       match=r"acme/a@2.0.0 asks for another version than .*envhub.lock locks \(acme/a@1.0.0\)"):
         envhub.load("acme/a@2.0.0")
     assert envhub.load("acme/a@2.0.0", locked=False).version == "2.0.0"
     monkeypatch.chdir(tmp_path)  # outside the project: the registry's newest
@@ -473,7 +475,8 @@ def test_composite_mixes_children_by_weight_and_records_their_provenance(tmp_pat
     assert len({t.id for t in tasks}) == 9 and tasks[0].id == "acme/arith:train:arith-0"
     assert [t.id.split(":")[0] for t in env.tasks("train", limit=3)] == ["acme/arith", "acme/algebra", "acme/arith"]
     shuffled = env.tasks("train", seed=7)
-    assert shuffled != tasks and sorted(t.id.split(":")[0] for t in shuffled) == sorted(t.id.split(":")[0] for t in tasks)
+    assert shuffled != tasks
+    assert sorted(t.id.split(":")[0] for t in shuffled) == sorted(t.id.split(":")[0] for t in tasks)
     task = tasks[1]
     assert env.score(task, env.reference_actions(task)[0]["content"]).reward == 1.0
     assert env.score(task, "no idea").reward == 0.0
@@ -536,7 +539,8 @@ def test_composite_inside_a_project_uses_the_locked_children(tmp_path: Path) -> 
 @pytest.mark.parametrize("edit, expected", [
     (lambda t: t.replace('"acme/algebra" = ">=1.0,<2"\n', ""),
      ("tasks.splits.train.mixture[1].env", "acme/algebra is not in [dependencies]")),
-    (lambda t: t + '\n[verifier]\nkind = "exact-match"\n', ("verifier", "a mixture takes [verifier] from each task's own")),
+    (lambda t: t + '\n[verifier]\nkind = "exact-match"\n',
+     ("verifier", "a mixture takes [verifier] from each task's own")),
     (lambda t: t.replace('format = "mixture"', 'format = "jsonl"'),
      ("tasks.splits.train.mixture", "mixture is only used with format = 'mixture'")),
     (lambda t: t.replace("weight = 2", "weight = 0"), ("tasks.splits.train.mixture[0].weight", "greater than 0")),

@@ -87,12 +87,16 @@ def test_cli_round_trip(registry_target: RegistryTarget, tmp_path: Path, envhub_
                          "not in the registry\n")
     again = envhub_cli("push", str(root), "--registry", url)
     assert again.code == 0
-    assert again.err.splitlines()[0] == f"acme/arith@1.0.0 is already published in {url} with the same content; nothing to do"
-    (root / "tasks/train.jsonl").write_text((root / "tasks/train.jsonl").read_text() + '{"id": "x", "prompt": "p", "answer": "a"}\n')
+    assert again.err.splitlines()[0] == (f"acme/arith@1.0.0 is already published in {url} with the same content; "
+                                         "nothing to do")
+    train = root / "tasks/train.jsonl"
+    train.write_text(train.read_text() + '{"id": "x", "prompt": "p", "answer": "a"}\n')
     changed = envhub_cli("push", str(root), "--registry", url)
     assert changed.code == 2
-    assert changed.err.startswith(f"envhub: error: acme/arith@1.0.0 is already published in {url} with different content (")
-    assert changed.err.endswith("  hint: versions are immutable: bump [environment] version (e.g. to 1.0.1) and push again\n")
+    assert changed.err.startswith(f"envhub: error: acme/arith@1.0.0 is already published in {url} "
+                                  "with different content (")
+    assert changed.err.endswith("  hint: versions are immutable: bump [environment] version (e.g. to 1.0.1) "
+                                "and push again\n")
 
     listed = json.loads(envhub_cli("versions", NAME, "--registry", url, "--json").out)
     assert [(e["version"], e["digest"], e["yanked"]) for e in listed] == [("1.0.0", digest, False)]
@@ -199,7 +203,8 @@ def test_warm_pull_needs_no_registry_and_extracts_nothing(registry: Path, envhub
     assert leftovers(cache_dir) == []
 
 
-def test_offline_uses_the_cache_only(registry: Path, envhub_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_offline_uses_the_cache_only(registry: Path, envhub_cli, tmp_path: Path,
+                                     monkeypatch: pytest.MonkeyPatch) -> None:
     for version in ("1.0.0", "1.1.0"):
         push_version(envhub_cli, registry, tmp_path, version)
     assert envhub_cli("pull", f"{NAME}@1.0.0", "--registry", str(registry)).code == 0
@@ -266,7 +271,8 @@ def test_pull_with_heldout(registry: Path, envhub_cli, tmp_path: Path, cache_dir
     assert not any(SECRET in p.read_text() for p in public.rglob("*") if p.is_file())
 
 
-def test_pull_without_access_to_heldout(registry: Path, envhub_cli, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pull_without_access_to_heldout(registry: Path, envhub_cli, tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
     push(envhub_cli, registry, write_env(tmp_path / "b"))
     elsewhere = tmp_path / "someone-elses-store"
     monkeypatch.setenv("ENVHUB_HELDOUT_STORE", str(elsewhere))
@@ -316,7 +322,8 @@ def _cut_after_first_entry(tmp_path: Path) -> bytes:
 
 
 def _record_lists_more(tmp_path: Path) -> bytes:
-    return craft([regular("envhub.toml", b"x"), regular(RECORD, f"envhub.toml,{sha256(b'x')},1\nlost.txt,{sha256(b'')},0\n".encode())])
+    record = f"envhub.toml,{sha256(b'x')},1\nlost.txt,{sha256(b'')},0\n".encode()
+    return craft([regular("envhub.toml", b"x"), regular(RECORD, record)])
 
 
 ENTRY_HINT = "the archive was not made by 'envhub build'; do not use it"
@@ -512,7 +519,8 @@ def test_push_to_a_read_only_registry(tmp_path: Path, envhub_cli) -> None:
         result = envhub_cli("push", str(write_env(tmp_path / "b")), "--registry", str(registry))
         assert result.code == 2
         assert result.err.startswith(f"envhub: error: {registry}: cannot publish: permission denied (")
-        assert result.err.endswith("  hint: check that you may write to this registry, or choose another with --registry\n")
+        assert result.err.endswith("  hint: check that you may write to this registry, "
+                                   "or choose another with --registry\n")
         assert list(registry.iterdir()) == []
     finally:
         registry.chmod(0o755)

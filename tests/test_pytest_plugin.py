@@ -214,13 +214,14 @@ def test_heldout_tasks_in_the_public_build_are_found_by_copy_and_by_row(zoo_run:
     shown = _failure(zoo_run.out, "acme/leak", "tasks-parse").splitlines()
     hint = "  hint: remove it, or keep the file out of the public build (add it to .envhubignore)"
     assert shown[:4] == [
-        "acme-leak/all.jsonl:7: error: the held-out prompt of task 'arith-test-001' (split 'test') is in this public file",
+        "acme-leak/all.jsonl:7: error: the held-out prompt of task 'arith-test-001' (split 'test') "
+        "is in this public file",
         hint,
         "acme-leak/all.jsonl:7: error: the held-out row of task 'arith-test-001' (split 'test') is in this public file",
         hint,
     ]
-    assert "acme-leak/data/backup.jsonl:2: error: the held-out row of task 'arith-test-002' (split 'test') is in this " \
-           "public file" in shown
+    assert ("acme-leak/data/backup.jsonl:2: error: the held-out row of task 'arith-test-002' (split 'test') "
+            "is in this public file") in shown
 
 
 def test_a_missing_canary_names_the_field_and_gives_a_fresh_one(zoo_run: Run) -> None:
@@ -384,7 +385,8 @@ def test_envhub_collect_false_keeps_bundles_among_test_data_out(tmp_path: Path) 
                                              "envhub_collect = false\n")
     scaffold(tmp_path / "tests" / "data", "acme/demo")
     # No envhub.toml above this test: envhub_env is the one bundle named by --envhub.
-    (tmp_path / "tests" / "test_x.py").write_text("def test_x(envhub_env):\n    assert envhub_env.name == 'acme/demo'\n")
+    (tmp_path / "tests" / "test_x.py").write_text(
+        "def test_x(envhub_env):\n    assert envhub_env.name == 'acme/demo'\n")
     assert collected(run_pytest(tmp_path, "--collect-only", "-qq")) == ["tests/test_x.py::test_x"]
     named = run_pytest(tmp_path, "--envhub=tests/data/acme-demo")
     assert named.code == 0, named.out

@@ -356,7 +356,8 @@ def test_the_package_declares_the_test_split_but_cannot_play_it(script_run: Path
         env.tasks("test")
     result = run_envhub("info", str(BUNDLES / "basic-arithmetic"))
     assert result.code == 0, result.err
-    assert "    test            100 tasks  held-out, not in this copy (its key is in the held-out store)\n" in result.out
+    assert ("    test            100 tasks  held-out, not in this copy (its key is in the held-out store)\n"
+            in result.out)
     # A positive control: the source bundle, key included, is a copy that can play it.
     result = run_envhub("info", str(script_run / "sources" / "basic-arithmetic"))
     assert result.code == 0 and "    test            100 tasks  held-out\n" in result.out, result.out + result.err

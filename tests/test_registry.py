@@ -24,7 +24,8 @@ def test_publish_then_versions(registry_target: RegistryTarget, tmp_path: Path) 
     result = registry.publish(bundle)
     assert result.created is True
     entry = result.entry
-    assert (entry.name, entry.version, entry.digest, entry.size) == (NAME, "1.0.0", bundle.public.digest, bundle.public.size)
+    assert (entry.name, entry.version, entry.digest, entry.size) == (
+        NAME, "1.0.0", bundle.public.digest, bundle.public.size)
     assert (entry.tags, entry.description, entry.yanked) == (("math", "easy"), "Arithmetic drills.", False)
     assert entry.heldout_digest == bundle.heldout.digest  # type: ignore[union-attr]
     assert entry.locator == f"blobs/sha256/{bundle.public.digest[7:9]}/{bundle.public.digest[7:]}"
@@ -65,7 +66,8 @@ def test_equal_pep440_versions_are_one_version(registry_target: RegistryTarget, 
     registry.publish(built_env(tmp_path, published))
     with pytest.raises(VersionConflictError) as exc:
         registry.publish(built_env(tmp_path, pushed))  # the manifest differs, so the digest does
-    assert exc.value.message.startswith(f"acme/arith@{published} is already published in {registry.url} with different content")
+    assert exc.value.message.startswith(
+        f"acme/arith@{published} is already published in {registry.url} with different content")
     assert exc.value.hint == f"versions are immutable: bump [environment] version (e.g. to {bump}) and push again"
     assert [e.version for e in registry.versions(NAME)] == [published]
     entry, warning = select_version(registry.versions(NAME), parse_ref(f"{NAME}@{pushed}"))
@@ -339,7 +341,8 @@ def test_bad_user_config(envhub_cli, text: str, message: str) -> None:
     assert result.err.splitlines()[0] == f"envhub: error: {config}: {message}"
 
 
-@pytest.mark.parametrize("command", [("search",), ("versions", NAME), ("pull", NAME), ("yank", f"{NAME}@1", "--reason", "x")],
+@pytest.mark.parametrize("command",
+                         [("search",), ("versions", NAME), ("pull", NAME), ("yank", f"{NAME}@1", "--reason", "x")],
                          ids=["search", "versions", "pull", "yank"])
 def test_unknown_registry_scheme(envhub_cli, command: tuple[str, ...]) -> None:
     result = envhub_cli(*command, "--registry", "nope://bucket/envs")

@@ -198,7 +198,8 @@ INVALID_IDS = [
 
 
 @pytest.mark.parametrize(("args", "message"), [c[1:] for c in INVALID_IDS], ids=[c[0] for c in INVALID_IDS])
-def test_invalid_ids_are_named_once_with_a_valid_suggestion(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
+def test_invalid_ids_are_named_once_with_a_valid_suggestion(tmp_path: Path, args: tuple[str, ...],
+                                                            message: str) -> None:
     result = run_envhub(*args, cwd=tmp_path)
     assert (result.code, result.out, result.err) == (2, "", message)
     assert list(tmp_path.iterdir()) == []

@@ -123,7 +123,8 @@ def test_multi_turn_max_turns_is_enforced(tmp_path: Path) -> None:
 
 def test_recent_turns_context_keeps_the_prompt_and_the_last_turns(tmp_path: Path) -> None:
     root = scaffold(tmp_path, protocol="multi-turn")
-    text = (root / "envhub.toml").read_text().replace("max-turns = 8", "max-turns = 8\ncontext = \"recent-turns\"\nkeep-turns = 2")
+    text = (root / "envhub.toml").read_text().replace(
+        "max-turns = 8", "max-turns = 8\ncontext = \"recent-turns\"\nkeep-turns = 2")
     (root / "envhub.toml").write_text(text)
     env = envhub.load(root, trust_code=True)
     episode = env.episode(next(t for t in env.tasks("train") if t["answer"] not in ("1", "2", "3")))
@@ -276,7 +277,8 @@ def bump(*, state) -> str:
 def test_python_state_and_reset_scopes(tmp_path: Path, reset: str, expected: list[str]) -> None:
     root = scaffold(tmp_path, protocol="tool-use")
     (root / "demo" / "counter.py").write_text(COUNTER)
-    text = (root / "envhub.toml").read_text().replace('tools = ["demo.tools:calculate"]', 'tools = ["demo.counter:bump"]')
+    text = (root / "envhub.toml").read_text().replace('tools = ["demo.tools:calculate"]',
+                                                      'tools = ["demo.counter:bump"]')
     (root / "envhub.toml").write_text(text)
     set_table(root, "state", f'kind = "python"\nentry-point = "demo.counter:Counter"\nreset = "{reset}"')
     write_rows(root, "train", [{"id": "a", "prompt": "p", "answer": "1"}, {"id": "b", "prompt": "p", "answer": "1"}])

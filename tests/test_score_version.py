@@ -244,8 +244,8 @@ def test_eval_records_are_golden_lines(tmp_path: Path) -> None:
     ('{"split": "dev", "task_id": 7, "completion": "Paris", "reward": 1}',
      "error: environment.golden: 'split' and 'task_id' must be strings\n"
      "  hint: name the task the trajectory was recorded on"),
-], ids=["held-out-split", "unknown-split", "reward-out-of-range", "failed-episode", "failed-episode-typed-error", "no-completion", "not-an-object",
-        "id-not-a-string"])
+], ids=["held-out-split", "unknown-split", "reward-out-of-range", "failed-episode", "failed-episode-typed-error",
+        "no-completion", "not-an-object", "id-not-a-string"])
 def test_a_bad_golden_line_is_an_error_naming_the_file_and_line(tmp_path: Path, line: str, message: str) -> None:
     b = bundle(tmp_path / "b")
     (b / "tasks" / "test.jsonl").write_text('{"id": "pl", "prompt": "The capital of Poland?", "answer": "Warsaw"}\n')

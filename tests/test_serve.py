@@ -346,7 +346,8 @@ _RANGE = "from 0 to 9223372036854775807"
     ("offset=1.5", "query parameter offset='1.5' is not an integer"),
     ("offset=%00", "query parameter offset='\\x00' is not an integer"),
     ("offset=9223372036854775808", f"query parameter offset=9223372036854775808 is out of range: it must be {_RANGE}"),
-    ("offset=99999999999999999999999", f"query parameter offset='99999999999999999999999' is out of range: it must be {_RANGE}"),
+    ("offset=99999999999999999999999",
+     f"query parameter offset='99999999999999999999999' is out of range: it must be {_RANGE}"),
     ("offset=" + "9" * 5000, f"query parameter offset='{'9' * 40}'... is out of range: it must be {_RANGE}"),
     ("limit=-5", f"query parameter limit=-5 is out of range: it must be {_RANGE}"),
     ("limit=" + "1" * 30, f"query parameter limit='{'1' * 30}' is out of range: it must be {_RANGE}"),
@@ -517,7 +518,8 @@ def test_heldout_needs_a_valid_token(raw: Recorder, headers: dict[str, str], sta
 def test_heldout_episode_needs_the_token_on_every_call(raw: Recorder) -> None:
     eid = raw("POST", "/v1/environments/acme/arith/episodes", {"split": "test", "index": 0},
               headers=_auth()).json()["episode_id"]
-    for method, path, body in [("GET", f"/v1/episodes/{eid}", None), ("POST", f"/v1/episodes/{eid}/step", {"action": "1"}),
+    for method, path, body in [("GET", f"/v1/episodes/{eid}", None),
+                               ("POST", f"/v1/episodes/{eid}/step", {"action": "1"}),
                                ("DELETE", f"/v1/episodes/{eid}", None)]:
         assert raw(method, path, body).status_code == 401
     assert raw("DELETE", f"/v1/episodes/{eid}", headers=_auth()).status_code == 200
@@ -529,9 +531,9 @@ def test_client_without_token_is_told_how_to_send_one(server: Server, monkeypatc
     with pytest.raises(RemoteError) as e:
         env.tasks("test")
     assert e.value.status == 401
-    assert str(e.value) == ("split 'test' of acme/calc is held out: a bearer token is required\n  hint: send the header "
-                            "'Authorization: Bearer TOKEN' with a token the server's operator gave you (envhub's "
-                            "client sends ENVHUB_SERVE_TOKEN)")
+    assert str(e.value) == ("split 'test' of acme/calc is held out: a bearer token is required\n"
+                            "  hint: send the header 'Authorization: Bearer TOKEN' with a token the server's "
+                            "operator gave you (envhub's client sends ENVHUB_SERVE_TOKEN)")
     env.close()
 
 
@@ -582,7 +584,8 @@ def test_concurrency_limit_is_a_429_and_frees_on_close(limited: Server) -> None:
     _close(limited, ids.pop())
     ids.append(_open(limited).json()["episode_id"])
     # the client waits for a free slot (429 + Retry-After) up to busy_wait_s, then gives up
-    env = load_remote(limited.url("acme/calc"), settings=Context.create(autoload=False, environ={}).settings, token=TOKEN, busy_wait_s=0.3)
+    env = load_remote(limited.url("acme/calc"), settings=Context.create(autoload=False, environ={}).settings,
+                      token=TOKEN, busy_wait_s=0.3)
     task = env.tasks("dev")[0]
     touch()
     with pytest.raises(RemoteError) as e:

@@ -44,9 +44,11 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, P
     (bundle / "tasks").mkdir(parents=True)
     (bundle / "envhub.toml").write_text(MANIFEST)
     probe = {"calls": [{"call": "probe", "expected": True}]}
-    (bundle / "tasks" / "dev.jsonl").write_text(json.dumps({"id": "dev-1", "prompt": "Write probe().", "tests": probe}) + "\n")
+    (bundle / "tasks" / "dev.jsonl").write_text(
+        json.dumps({"id": "dev-1", "prompt": "Write probe().", "tests": probe}) + "\n")
+    answer = {"calls": [{"call": "answer", "expected": ANSWER}]}
     (bundle / "tasks" / "test.jsonl").write_text(
-        json.dumps({"id": "test-1", "prompt": "Write answer().", "tests": {"calls": [{"call": "answer", "expected": ANSWER}]}}) + "\n")
+        json.dumps({"id": "test-1", "prompt": "Write answer().", "tests": answer}) + "\n")
     server = start_server([str(bundle)], root / "server")
     try:
         yield server, bundle

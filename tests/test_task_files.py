@@ -90,13 +90,15 @@ PARQUET: list[tuple[str, Callable[[Path], None], list[str]]] = [
      [f"{_F}: error: column 'extra' holds decimal values (decimal128(5, 2)), which a task (a JSON object) cannot hold",
       "  hint: store it as a float column, or as a string to keep every digit"]),
     ("nested-binary", _table(extra=pa.array([[b"x"], []], pa.list_(pa.binary()))),
-     [f"{_F}: error: column 'extra' holds binary values (list<element: binary>), which a task (a JSON object) cannot hold",
+     [f"{_F}: error: column 'extra' holds binary values (list<element: binary>), "
+      "which a task (a JSON object) cannot hold",
       "  hint: store text as a string column (decode it as UTF-8, or base64-encode bytes)"]),
     ("difficulty-2**64", _table(difficulty=pa.array([1, 2**64 - 1], pa.uint64())),
      [f"{_F}: error: row 2: 'difficulty' is 18446744073709551615, {_RANGE}",
       "  hint: use a small number: a curriculum orders tasks by it"]),
     ("difficulty-nan", _table(difficulty=[1.0, float("nan")]),
-     [f"{_F}: error: row 2: 'difficulty' is nan, {_RANGE}", "  hint: use a small number: a curriculum orders tasks by it"]),
+     [f"{_F}: error: row 2: 'difficulty' is nan, {_RANGE}",
+      "  hint: use a small number: a curriculum orders tasks by it"]),
     ("struct-prompt", _table(prompt=[{"x": 1}, {"x": 2}]),
      [f"{_F}: error: column 'prompt' must hold strings or chat messages (a list of structs with a string 'role'), "
       "got struct<x: int64>", _PROMPT]),
@@ -214,7 +216,8 @@ def test_bad_jsonl_is_refused_by_validate_and_eval(tmp_path: Path, line: bytes, 
 
 
 def test_jsonl_chat_prompts_and_small_difficulties_are_valid(tmp_path: Path) -> None:
-    chat = b'{"id": "b", "prompt": [{"role": "user", "content": "2+2?"}], "answer": "4", "difficulty": -9007199254740992}\n'
+    chat = (b'{"id": "b", "prompt": [{"role": "user", "content": "2+2?"}], "answer": "4", '
+            b'"difficulty": -9007199254740992}\n')
     _bundle(tmp_path / "b", "jsonl", lambda path: path.write_bytes(_GOOD_LINE + chat))
     result = run_envhub("validate", "b", cwd=tmp_path)
     assert (result.code, result.out) == (0, "valid: acme/tasks 1.0.0 (b): 1 split(s), 2 task(s)\n")

@@ -33,7 +33,8 @@ kind = "exact-match"
 
 
 def _rows(prefix: str, n: int) -> str:
-    return "".join(json.dumps({"id": f"{prefix}-{i}", "prompt": f"{i}+1?", "answer": str(i + 1)}) + "\n" for i in range(n))
+    return "".join(json.dumps({"id": f"{prefix}-{i}", "prompt": f"{i}+1?", "answer": str(i + 1)}) + "\n"
+                   for i in range(n))
 
 
 def make_bundle(root: Path, manifest: str = BASE_MANIFEST, files: dict[str, str | bytes] | None = None) -> Path:
@@ -107,19 +108,25 @@ BAD_INPUT: list[tuple[str, Callable[[Path], None], list[str]]] = [
      ["{b}/envhub.toml:1:2: error: environment.version: missing required key 'version'",
       "  hint: add version = ... to [environment]"]),
     ("bad-name", _manifest_sub('"acme/arith"', '"Acme/Arith"'),
-     ["{b}/envhub.toml:2:1: error: environment.name: invalid environment id 'Acme/Arith': ids are lowercase; did you mean 'acme/arith'?"]),
+     ["{b}/envhub.toml:2:1: error: environment.name: invalid environment id 'Acme/Arith': ids are lowercase; "
+      "did you mean 'acme/arith'?"]),
     ("bad-version", _manifest_sub('"1.0.0"', '"v1-final"'),
-     ["{b}/envhub.toml:3:1: error: environment.version: invalid version 'v1-final': not a PEP 440 version (e.g. '1.2.0', '2.0rc1')"]),
+     ["{b}/envhub.toml:3:1: error: environment.version: invalid version 'v1-final': "
+      "not a PEP 440 version (e.g. '1.2.0', '2.0rc1')"]),
     ("bad-specifier", _manifest_sub("[verifier]", '[dependencies]\n"acme/basics" = ">=1.0,<<2"\n\n[verifier]'),
-     ['{b}/envhub.toml:12:1: error: dependencies."acme/basics": invalid version specifier \'>=1.0,<<2\': expected PEP 440 clauses such as \'>=1.2,<2\' or \'==1.4.*\'']),
+     ['{b}/envhub.toml:12:1: error: dependencies."acme/basics": invalid version specifier \'>=1.0,<<2\': '
+      "expected PEP 440 clauses such as '>=1.2,<2' or '==1.4.*'"]),
     ("path-traversal", _manifest_sub('"tasks/train.jsonl"', '"../train.jsonl"'),
-     ["{b}/envhub.toml:8:18: error: tasks.splits.train.path: path '../train.jsonl' leaves the bundle: use a path inside the bundle directory"]),
+     ["{b}/envhub.toml:8:18: error: tasks.splits.train.path: path '../train.jsonl' leaves the bundle: "
+      "use a path inside the bundle directory"]),
     ("absolute-path", _manifest_sub('"tasks/train.jsonl"', '"/etc/passwd"'),
-     ["{b}/envhub.toml:8:18: error: tasks.splits.train.path: absolute path '/etc/passwd': paths are relative to the directory of envhub.toml"]),
+     ["{b}/envhub.toml:8:18: error: tasks.splits.train.path: absolute path '/etc/passwd': "
+      "paths are relative to the directory of envhub.toml"]),
     ("symlink-leaves-bundle", _symlink_out,
      ["{b}/tasks/train.jsonl: error: symlink leaves the bundle (it points to {o}/outside.jsonl)",
       "  hint: copy the file into the bundle instead of linking to it",
-      "{b}/envhub.toml:8:18: error: tasks.splits.train.path: task file 'tasks/train.jsonl' symlink leaves the bundle (it resolves to {o}/outside.jsonl)"]),
+      "{b}/envhub.toml:8:18: error: tasks.splits.train.path: task file 'tasks/train.jsonl' symlink leaves the bundle "
+      "(it resolves to {o}/outside.jsonl)"]),
     ("missing-task-file", _remove(T),
      ["{b}/envhub.toml:8:18: error: tasks.splits.train.path: task file 'tasks/train.jsonl' not found",
       "  hint: create tasks/train.jsonl, or fix the path (relative to envhub.toml)"]),
@@ -129,20 +136,25 @@ BAD_INPUT: list[tuple[str, Callable[[Path], None], list[str]]] = [
     ("row-not-object", _write(T, _rows("train", 1) + '["a"]\n'),
      ["{b}/tasks/train.jsonl:2: error: expected a JSON object, got an array"]),
     ("missing-field", _write(T, '{"id": "a", "prompt": "p"}\n'),
-     ["{b}/tasks/train.jsonl:1: error: row has no 'answer' field", "  hint: every task needs 'id', 'prompt', 'answer'"]),
+     ["{b}/tasks/train.jsonl:1: error: row has no 'answer' field",
+      "  hint: every task needs 'id', 'prompt', 'answer'"]),
     ("duplicate-id-within", _write(T, _rows("train", 2) + _rows("train", 1)),
      ["{b}/tasks/train.jsonl:3: error: duplicate task id 'train-0' (first on line 1)",
       "  hint: task ids must be unique across all splits"]),
     ("duplicate-id-across", _write("tasks/test.jsonl", _rows("train", 1)),
      ["{b}/tasks/test.jsonl:1: error: task id 'train-0' is also in split 'train' (line 1)",
       "  hint: task ids must be unique across all splits"]),
-    ("not-utf8-task", _write(T, (_rows("train", 1) + '{"id": "b", "prompt": "caf').encode() + b"\xe9" + b'", "answer": "1"}\n'),
+    ("not-utf8-task",
+     _write(T, (_rows("train", 1) + '{"id": "b", "prompt": "caf').encode() + b"\xe9" + b'", "answer": "1"}\n'),
      ["{b}/tasks/train.jsonl:2: error: byte 27 of the line is not valid UTF-8", "  hint: save the file as UTF-8"]),
-    ("not-utf8-manifest", lambda root: (root / M).write_bytes(BASE_MANIFEST.replace("Arithmetic", "Caf\xe9").encode("latin-1")),
+    ("not-utf8-manifest",
+     lambda root: (root / M).write_bytes(BASE_MANIFEST.replace("Arithmetic", "Caf\xe9").encode("latin-1")),
      ["{b}/envhub.toml:4: error: byte 71 is not valid UTF-8", "  hint: save the file as UTF-8"]),
     ("empty-split", _write(T, ""),
-     ["{b}/tasks/train.jsonl: error: split 'train' has no tasks", "  hint: add tasks to the file, or remove the split"]),
-    ("line-over-limit", _write(T, _rows("train", 1) + json.dumps({"id": "big", "prompt": "x" * 2000, "answer": "1"}) + "\n"),
+     ["{b}/tasks/train.jsonl: error: split 'train' has no tasks",
+      "  hint: add tasks to the file, or remove the split"]),
+    ("line-over-limit",
+     _write(T, _rows("train", 1) + json.dumps({"id": "big", "prompt": "x" * 2000, "answer": "1"}) + "\n"),
      ["{b}/tasks/train.jsonl:2: error: line is longer than the limit of 1000 bytes",
       "  hint: split the task into smaller fields, or raise the limit with --max-line-bytes"]),
     ("parquet-not-parquet",
@@ -188,7 +200,8 @@ def test_digest_recorded_and_checked(tmp_path: Path) -> None:
     check = validate_bundle(root, plugins=PLUGINS)
     train = next(s for s in check.splits if s.name == "train")
     assert train.rows == 3
-    good = BASE_MANIFEST.replace('{ path = "tasks/train.jsonl" }', f'{{ path = "tasks/train.jsonl", rows = 3, sha256 = "{train.sha256}" }}')
+    good = BASE_MANIFEST.replace('{ path = "tasks/train.jsonl" }',
+                                 f'{{ path = "tasks/train.jsonl", rows = 3, sha256 = "{train.sha256}" }}')
     (root / M).write_text(good)
     assert validate_bundle(root, plugins=PLUGINS).ok
     (root / T).write_text(_rows("train", 2) + json.dumps({"id": "train-2", "prompt": "changed", "answer": "3"}) + "\n")
@@ -210,7 +223,8 @@ def test_parquet_split(tmp_path: Path) -> None:
 
     root = make_bundle(tmp_path / "b", manifest=BASE_MANIFEST.replace("[tasks]", '[tasks]\nformat = "parquet"')
                        .replace(".jsonl", ".parquet"))
-    pq.write_table(pa.table({"id": ["a", "b"], "prompt": ["p", "q"], "answer": ["1", "2"]}), root / "tasks/train.parquet")
+    pq.write_table(pa.table({"id": ["a", "b"], "prompt": ["p", "q"], "answer": ["1", "2"]}),
+                   root / "tasks/train.parquet")
     pq.write_table(pa.table({"id": ["z"], "prompt": ["r"], "answer": [None]}, schema=pa.schema(
         [("id", pa.string()), ("prompt", pa.string()), ("answer", pa.string())])), root / "tasks/test.parquet")
     check = validate_bundle(root, plugins=PLUGINS)
@@ -225,7 +239,8 @@ def test_warnings_and_strict(tmp_path: Path, envhub_cli) -> None:
     root = make_bundle(tmp_path / "b", manifest=manifest)
     result = envhub_cli("validate", str(root))
     assert result.code == 0
-    assert f"{root}/envhub.toml:1:2: warning: environment.canary: no canary: contamination of training sets cannot be detected" in result.out
+    assert (f"{root}/envhub.toml:1:2: warning: environment.canary: no canary: "
+            "contamination of training sets cannot be detected") in result.out
     assert 'hint: add canary = "envhub-canary:' in result.out
     assert envhub_cli("validate", "--strict", str(root)).code == 1
 
@@ -240,7 +255,8 @@ def test_json_format(tmp_path: Path, envhub_cli) -> None:
     root = make_bundle(tmp_path / "b")
     data = json.loads(envhub_cli("validate", "--format", "json", str(root)).out)
     assert data["ok"] is True
-    assert [(s["name"], s["rows"], s["held_out"]) for s in data["bundles"][0]["splits"]] == [("train", 3, False), ("test", 2, True)]
+    assert [(s["name"], s["rows"], s["held_out"]) for s in data["bundles"][0]["splits"]] == [
+        ("train", 3, False), ("test", 2, True)]
 
 
 def test_github_format(tmp_path: Path, envhub_cli) -> None:
@@ -248,7 +264,8 @@ def test_github_format(tmp_path: Path, envhub_cli) -> None:
     result = envhub_cli("validate", "--format", "github", str(root))
     assert result.code == 2
     assert result.out == (f"::error file={root}/tasks/train.jsonl,line=2,title=envhub invalid-json::"
-                          "not valid JSON: unexpected character, expected a JSON value%0Ahint: each line must be one complete JSON object\n")
+                          "not valid JSON: unexpected character, expected a JSON value"
+                          "%0Ahint: each line must be one complete JSON object\n")
 
 
 def test_no_manifest(tmp_path: Path, envhub_cli) -> None:
@@ -260,7 +277,8 @@ def test_no_manifest(tmp_path: Path, envhub_cli) -> None:
 def test_never_imports_environment_code(tmp_path: Path) -> None:
     marker = tmp_path / "imported"
     root = make_bundle(tmp_path / "b", files={"acme_code/__init__.py": f"open({str(marker)!r}, 'w').close()\n"},
-                       manifest=BASE_MANIFEST.replace('kind = "exact-match"', 'kind = "python"\nentry-point = "acme_code:score"'))
+                       manifest=BASE_MANIFEST.replace('kind = "exact-match"',
+                                                      'kind = "python"\nentry-point = "acme_code:score"'))
     assert validate_bundle(root, plugins=PLUGINS).ok
     assert not marker.exists()
 

@@ -110,7 +110,8 @@ def test_missing_field_names_task_and_field(spec: Any) -> None:
 
 
 def test_null_expected_answer_is_an_error() -> None:
-    with pytest.raises(VerifierError, match="^task 't1' field 'answer' is null; the exact-match verifier needs a value$"):
+    with pytest.raises(VerifierError,
+                       match="^task 't1' field 'answer' is null; the exact-match verifier needs a value$"):
         score(ExactMatch(kind="exact-match"), task(answer=None), "None")
 
 
@@ -175,7 +176,8 @@ NUMERIC = [
 ]
 
 
-@pytest.mark.parametrize(("options", "answer", "completion", "reward"), [c[1:] for c in NUMERIC], ids=[c[0] for c in NUMERIC])
+@pytest.mark.parametrize(("options", "answer", "completion", "reward"), [c[1:] for c in NUMERIC],
+                         ids=[c[0] for c in NUMERIC])
 def test_numeric(options: dict[str, Any], answer: Any, completion: str, reward: float) -> None:
     result = score(Numeric(kind="numeric", **options), task(answer=answer), completion)
     assert result.reward == reward
@@ -215,14 +217,17 @@ def test_regex(options: dict[str, Any], data: dict[str, Any], completion: str, r
 
 REGEX_ERRORS = [
     ("neither", {}, {}, "a regex verifier needs exactly one of 'pattern' and 'pattern-field'"),
-    ("both", {"pattern": "a", "pattern_field": "p"}, {"p": "a"}, "a regex verifier needs exactly one of 'pattern' and 'pattern-field'"),
+    ("both", {"pattern": "a", "pattern_field": "p"}, {"p": "a"},
+     "a regex verifier needs exactly one of 'pattern' and 'pattern-field'"),
     ("bad-task-pattern", {"pattern_field": "p"}, {"p": "(a"},
      "task 't1' field 'p' is not a valid regular expression: missing ), unterminated subpattern at position 0"),
-    ("task-pattern-not-str", {"pattern_field": "p"}, {"p": 3}, "task 't1' field 'p' must be a regular expression string, got int"),
+    ("task-pattern-not-str", {"pattern_field": "p"}, {"p": 3},
+     "task 't1' field 'p' must be a regular expression string, got int"),
 ]
 
 
-@pytest.mark.parametrize(("options", "data", "message"), [c[1:] for c in REGEX_ERRORS], ids=[c[0] for c in REGEX_ERRORS])
+@pytest.mark.parametrize(("options", "data", "message"), [c[1:] for c in REGEX_ERRORS],
+                         ids=[c[0] for c in REGEX_ERRORS])
 def test_regex_errors(options: dict[str, Any], data: dict[str, Any], message: str) -> None:
     with pytest.raises(VerifierError) as e:
         score(RegexMatch(kind="regex", **options), task(**data), "a")
@@ -251,7 +256,8 @@ JSON = [
 ]
 
 
-@pytest.mark.parametrize(("subset", "answer", "completion", "reward", "reason"), [c[1:] for c in JSON], ids=[c[0] for c in JSON])
+@pytest.mark.parametrize(("subset", "answer", "completion", "reward", "reason"), [c[1:] for c in JSON],
+                         ids=[c[0] for c in JSON])
 def test_json_match(subset: bool, answer: Any, completion: str, reward: float, reason: str | None) -> None:
     result = score(JsonMatch(kind="json-match", subset=subset), task(answer=answer), completion)
     assert result.reward == reward
@@ -267,7 +273,8 @@ def test_json_unparseable_is_zero_not_an_error() -> None:
 def test_json_field_string_that_is_not_json() -> None:
     with pytest.raises(VerifierError) as e:
         score(JsonMatch(kind="json-match"), task(answer="yes"), '"yes"')
-    assert e.value.message == "task 't1' field 'answer' is a string but not JSON text: Expecting value: line 1 column 1 (char 0)"
+    assert e.value.message == ("task 't1' field 'answer' is a string but not JSON text: "
+                               "Expecting value: line 1 column 1 (char 0)")
 
 
 def test_json_deeply_nested_junk_is_bounded() -> None:
@@ -367,20 +374,23 @@ def test_python_verifier(tmp_path: Path, func: str, completion: str, state: Any,
 
 
 def test_python_verifier_sees_trajectory(tmp_path: Path) -> None:
-    verifier = build_verifier(PythonVerifier(kind="python", entry_point="verify:tool_calls"), bundle(tmp_path, PYTHON_SOURCE),
-                              plugins=PLUGINS)
+    verifier = build_verifier(PythonVerifier(kind="python", entry_point="verify:tool_calls"),
+                              bundle(tmp_path, PYTHON_SOURCE), plugins=PLUGINS)
     call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
-    messages = [{"role": "assistant", "content": None, "tool_calls": [call, call]}, {"role": "assistant", "content": "done"}]
+    messages = [{"role": "assistant", "content": None, "tool_calls": [call, call]},
+                {"role": "assistant", "content": "done"}]
     assert verifier.score(task(), Trajectory.of(messages)).reward == 0.5
 
 
 PYTHON_ERRORS = [
-    ("too-big", "too_big", "python verifier 'verify:too_big' on task 't1' returned 1.7: its reward must be in [0, 1], got 1.7"),
+    ("too-big", "too_big",
+     "python verifier 'verify:too_big' on task 't1' returned 1.7: its reward must be in [0, 1], got 1.7"),
     ("nan", "nan", "python verifier 'verify:nan' on task 't1' returned nan: its reward must be in [0, 1], got nan"),
     ("wrong-type", "wrong_type",
      "python verifier 'verify:wrong_type' on task 't1' returned 'yes': its reward must be a number in [0, 1], got str"),
     ("no-reward-key", "no_reward_key",
-     "python verifier 'verify:no_reward_key' on task 't1' returned {'score': 1}: a dict result needs a 'reward' key, got keys ['score']"),
+     "python verifier 'verify:no_reward_key' on task 't1' returned {'score': 1}: "
+     "a dict result needs a 'reward' key, got keys ['score']"),
     ("bad-breakdown", "bad_breakdown",
      "python verifier 'verify:bad_breakdown' on task 't1' returned {'reward': 1, 'breakdown': {'x': 2}}: "
      "breakdown['x'] must be in [0, 1], got 2"),
@@ -389,16 +399,16 @@ PYTHON_ERRORS = [
 
 @pytest.mark.parametrize(("func", "message"), [c[1:] for c in PYTHON_ERRORS], ids=[c[0] for c in PYTHON_ERRORS])
 def test_python_verifier_bad_results_are_errors(tmp_path: Path, func: str, message: str) -> None:
-    verifier = build_verifier(PythonVerifier(kind="python", entry_point=f"verify:{func}"), bundle(tmp_path, PYTHON_SOURCE),
-                              plugins=PLUGINS)
+    verifier = build_verifier(PythonVerifier(kind="python", entry_point=f"verify:{func}"),
+                              bundle(tmp_path, PYTHON_SOURCE), plugins=PLUGINS)
     with pytest.raises(VerifierError) as e:
         verifier.score(task(), Trajectory.of("x"))
     assert e.value.message == message
 
 
 def test_python_verifier_exception_propagates(tmp_path: Path) -> None:
-    verifier = build_verifier(PythonVerifier(kind="python", entry_point="verify:raises"), bundle(tmp_path, PYTHON_SOURCE),
-                              plugins=PLUGINS)
+    verifier = build_verifier(PythonVerifier(kind="python", entry_point="verify:raises"),
+                              bundle(tmp_path, PYTHON_SOURCE), plugins=PLUGINS)
     with pytest.raises(RuntimeError, match="^verifier bug$"):
         verifier.score(task(), Trajectory.of("x"))
 
@@ -411,7 +421,8 @@ PYTHON_BUILD_ERRORS = [
 ]
 
 
-@pytest.mark.parametrize(("func", "message"), [c[1:] for c in PYTHON_BUILD_ERRORS], ids=[c[0] for c in PYTHON_BUILD_ERRORS])
+@pytest.mark.parametrize(("func", "message"), [c[1:] for c in PYTHON_BUILD_ERRORS],
+                         ids=[c[0] for c in PYTHON_BUILD_ERRORS])
 def test_python_verifier_build_errors(tmp_path: Path, func: str, message: str) -> None:
     with pytest.raises(VerifierError) as e:
         build_verifier(PythonVerifier(kind="python", entry_point=f"verify:{func}"), bundle(tmp_path, PYTHON_SOURCE),
@@ -425,13 +436,14 @@ def test_untrusted_python_verifier_fails_at_build() -> None:
 
 
 def test_async_python_verifier_inside_a_running_loop_needs_ascore(tmp_path: Path) -> None:
-    verifier = build_verifier(PythonVerifier(kind="python", entry_point="verify:is_async"), bundle(tmp_path, PYTHON_SOURCE),
-                              plugins=PLUGINS)
+    verifier = build_verifier(PythonVerifier(kind="python", entry_point="verify:is_async"),
+                              bundle(tmp_path, PYTHON_SOURCE), plugins=PLUGINS)
 
     async def inside() -> None:
         with pytest.raises(VerifierError) as e:
             verifier.score(task(), Trajectory.of("ok"))
-        assert e.value.message == "python verifier 'verify:is_async' is async and score() was called inside a running event loop"
+        assert e.value.message == ("python verifier 'verify:is_async' is async and score() was called "
+                                   "inside a running event loop")
         assert (await verifier.ascore(task(), Trajectory.of("ok"))).reward == 1.0
 
     asyncio.run(inside())
@@ -462,11 +474,13 @@ RUBRIC = [
 ]
 
 
-@pytest.mark.parametrize(("spec", "completion", "reward", "breakdown"), [c[1:] for c in RUBRIC], ids=[c[0] for c in RUBRIC])
+@pytest.mark.parametrize(("spec", "completion", "reward", "breakdown"), [c[1:] for c in RUBRIC],
+                         ids=[c[0] for c in RUBRIC])
 def test_rubric(spec: Rubric, completion: str, reward: float, breakdown: dict[str, float]) -> None:
     verifier = build_verifier(spec, CTX, plugins=PLUGINS)
     t = task(answer="Paris", n=7)
-    for result in (verifier.score(t, Trajectory.of(completion)), asyncio.run(verifier.ascore(t, Trajectory.of(completion)))):
+    for result in (verifier.score(t, Trajectory.of(completion)),
+                   asyncio.run(verifier.ascore(t, Trajectory.of(completion)))):
         assert result.reward == pytest.approx(reward)
         assert dict(result.breakdown) == breakdown
 
@@ -531,7 +545,8 @@ def test_unknown_kind() -> None:
     with pytest.raises(VerifierError) as e:
         build_verifier(Numeric(kind="numeric"), CTX, factories=factories)
     assert e.value.message == (
-        "unknown verifier kind 'numeric'; known kinds: code-tests, exact-match, json-match, llm-judge, python, regex, rubric"
+        "unknown verifier kind 'numeric'; known kinds: code-tests, exact-match, json-match, llm-judge, python, regex, "
+        "rubric"
     )
 
 
