@@ -100,8 +100,8 @@ def make_sequential() -> Any:
         async def run(self, plan: Any, jobs: Any) -> Any:
             for job in jobs:
                 record = await run_rollout(plan, job)
-                record["executor"] = "sequential"
-                yield record
+                # A record keeps fields it does not know (rollout record version 1 is additive).
+                yield record.model_copy(update={"executor": "sequential"})
 
     return Sequential()
 
