@@ -89,6 +89,12 @@ def _rubric(spec: Any, ctx: VerifierContext, factories: Factories) -> Verifier:
     return RubricVerifier(spec, lambda criterion: build_verifier(criterion, ctx, factories=factories))
 
 
+def _workspace_tests(spec: Any, ctx: VerifierContext, factories: Factories) -> Verifier:
+    from envhub.runtime.verifiers import WorkspaceTestsVerifier
+
+    return WorkspaceTestsVerifier(spec, ctx)
+
+
 VERIFIER_KINDS = (
     VerifierKind("exact-match", _exact_match, description="the completion equals a task field"),
     VerifierKind("numeric", _numeric, description="a number within tolerance of a task field"),
@@ -98,6 +104,8 @@ VERIFIER_KINDS = (
     VerifierKind("code-tests", _code_tests, description="the task's tests pass in a sandbox"),
     VerifierKind("rubric", _rubric, description="weighted criteria, each a verifier"),
     VerifierKind("llm-judge", _llm_judge, description="a pinned judge model grades"),
+    VerifierKind("workspace-tests", _workspace_tests,
+                 description="the task's tests run against a sandbox episode's final workspace"),
 )
 
 
@@ -143,11 +151,18 @@ def _python_state(spec: Any, root: Path, load_entry_point: Callable[[str], Any])
     return python_state(spec, load_entry_point)
 
 
+def _sandbox_state(spec: Any, root: Path, load_entry_point: Callable[[str], Any]) -> StateFactory:
+    from envhub.runtime import sandbox_state
+
+    return sandbox_state(spec, root)
+
+
 STATE_KINDS = (
     StateKind("none", _no_state, description="no state"),
     StateKind("files", _files_state, description="a copy of a directory per reset"),
     StateKind("sqlite", _sqlite_state, description="a copy of an SQLite database per reset"),
     StateKind("python", _python_state, description="an object of the bundle's code (needs trust)"),
+    StateKind("sandbox", _sandbox_state, description="a shell workspace in a sandbox per episode"),
 )
 
 

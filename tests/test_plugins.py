@@ -222,7 +222,8 @@ def test_an_unknown_kind_is_reported_with_the_installed_kinds(pm: PluginManager)
     [problem] = problems
     assert (problem.field, problem.line, problem.message) == ("verifier", 8, "unknown verifier kind 'lenght'")
     assert problem.hint == ("did you mean 'length'? installed verifier kinds: 'exact-match', 'numeric', 'regex', "
-                            "'json-match', 'python', 'code-tests', 'rubric', 'llm-judge', 'length'; for another "
+                            "'json-match', 'python', 'code-tests', 'rubric', 'llm-judge', 'workspace-tests', 'length'; "
+                            "for another "
                             "verifier kind, install the plugin that provides it")
 
 
@@ -254,7 +255,7 @@ def test_unknown_protocol_state_and_format_keep_their_messages() -> None:
     assert [(p.field, p.message) for p in problems] == [
         ("tasks.format", "'csv' is not one of 'jsonl', 'parquet', 'generator', 'mixture'"),
         ("harness.protocol", "'multiturn' is not one of 'single-turn', 'multi-turn', 'tool-use'"),
-        ("state.kind", "'postgres' is not one of 'none', 'files', 'sqlite', 'python'"),
+        ("state.kind", "'postgres' is not one of 'none', 'files', 'sqlite', 'python', 'sandbox'"),
     ]
     assert problems[1].hint == ("did you mean 'multi-turn'? installed harness protocols: 'single-turn', 'multi-turn', "
                                 "'tool-use'; for another harness protocol, install the plugin that provides it")

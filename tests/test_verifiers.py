@@ -546,7 +546,7 @@ def test_unknown_kind() -> None:
         build_verifier(Numeric(kind="numeric"), CTX, factories=factories)
     assert e.value.message == (
         "unknown verifier kind 'numeric'; known kinds: code-tests, exact-match, json-match, llm-judge, python, regex, "
-        "rubric"
+        "rubric, workspace-tests"
     )
 
 

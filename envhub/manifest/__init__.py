@@ -15,6 +15,7 @@ from envhub.manifest._load import (
 from envhub.manifest._local import LocalDependency, local_dependencies, local_dependency_problems
 from envhub.manifest._locate import locate
 from envhub.manifest._models import (
+    BUILTIN_TOOLS,
     HARNESS_PROTOCOLS,
     MANIFEST_VERSION,
     STATE_KINDS,
@@ -40,14 +41,18 @@ from envhub.manifest._models import (
     RegexMatch,
     Rubric,
     Sampling,
+    SandboxLimits,
     Split,
     StateSection,
     TasksSection,
+    WorkspaceTests,
+    WorkspaceTestsCriterion,
 )
 from envhub.manifest._plugins import OptionsModel
 from envhub.manifest._types import CANARY_PREFIX
 
 __all__ = [
+    "BUILTIN_TOOLS",
     "CANARY_PREFIX",
     "HARNESS_PROTOCOLS",
     "MAX_BYTES",
@@ -74,6 +79,9 @@ __all__ = [
     "RegexMatch",
     "Rubric",
     "Sampling",
+    "SandboxLimits",
+    "WorkspaceTests",
+    "WorkspaceTestsCriterion",
     "local_dependencies",
     "local_dependency_problems",
     "locate",

@@ -171,6 +171,10 @@ class TasksSection(_Model):
 HARNESS_PROTOCOLS = ("single-turn", "multi-turn", "tool-use")
 
 
+#: The tools envhub provides for state kind ``sandbox`` (``[harness] builtin-tools``).
+BUILTIN_TOOLS = ("bash", "read_file", "write_file", "edit_file", "list_files")
+
+
 class HarnessSection(_Model):
     """H: how the model interacts with the environment."""
 
@@ -178,6 +182,10 @@ class HarnessSection(_Model):
     system_prompt: BundlePath | None = None
     max_turns: int | None = Field(None, ge=1)
     tools: list[EntryPoint] = []
+    builtin_tools: list[Literal["bash", "read_file", "write_file", "edit_file", "list_files"]] = Field(
+        [], description="Tool-use with state kind 'sandbox': envhub's own shell and file tools, offered "
+                        "beside the bundle's tools."
+    )
     responder: EntryPoint | None = Field(
         None, description="Multi-turn: the function that answers the model each turn."
     )
@@ -243,6 +251,26 @@ class CodeTests(_Model):
     memory_mb: int = Field(512, ge=16)
 
 
+class WorkspaceTests(_Model):
+    """Run the task's tests against the final workspace of a sandbox episode, in a fresh
+    sandbox the agent never had; the tests never enter the agent's workspace."""
+
+    kind: Literal["workspace-tests"]
+    tests_field: FieldName | None = Field(
+        None, description="A task field naming the task's directory under tests-directory, or holding the "
+                          "tests inline as a table {\"relative/path\": \"text\"}; absent: the directory named "
+                          "by the task's id."
+    )
+    tests_directory: BundlePath = Field(
+        "tests", description="A directory of the bundle with each task's tests; never copied into the workspace."
+    )
+    command: str = Field(
+        "bash /tests/run-tests.sh", min_length=1,
+        description="Run in /workspace of the fresh sandbox, the task's tests read-only at /tests.",
+    )
+    timeout_s: float = Field(120.0, gt=0, le=3600, description="Wall-clock limit of the test run, in seconds.")
+
+
 class LlmJudge(_Model):
     """Ask a pinned judge model, through an OpenAI-compatible endpoint, to grade."""
 
@@ -289,6 +317,10 @@ class LlmJudgeCriterion(_Criterion, LlmJudge):
     pass
 
 
+class WorkspaceTestsCriterion(_Criterion, WorkspaceTests):
+    pass
+
+
 VERIFIER_KINDS = (
     "exact-match",
     "numeric",
@@ -298,6 +330,7 @@ VERIFIER_KINDS = (
     "code-tests",
     "rubric",
     "llm-judge",
+    "workspace-tests",
 )
 _PLUGIN = "plugin"
 
@@ -355,6 +388,7 @@ Criterion = Annotated[
         | Annotated[PythonCriterion, _Tag("python")]
         | Annotated[CodeTestsCriterion, _Tag("code-tests")]
         | Annotated[LlmJudgeCriterion, _Tag("llm-judge")]
+        | Annotated[WorkspaceTestsCriterion, _Tag("workspace-tests")]
         | Annotated[PluginCriterion, _Tag(_PLUGIN)]
     ),
     Discriminator(_criterion_tag),
@@ -378,6 +412,7 @@ Verifier = Annotated[
         | Annotated[CodeTests, _Tag("code-tests")]
         | Annotated[Rubric, _Tag("rubric")]
         | Annotated[LlmJudge, _Tag("llm-judge")]
+        | Annotated[WorkspaceTests, _Tag("workspace-tests")]
         | Annotated[PluginVerifier, _Tag(_PLUGIN)]
     ),
     Discriminator(_verifier_tag),
@@ -388,7 +423,18 @@ Verifier = Annotated[
 
 
 #: The built-in state kinds; installed plugins may add more.
-STATE_KINDS = ("none", "files", "sqlite", "python")
+STATE_KINDS = ("none", "files", "sqlite", "python", "sandbox")
+
+
+class SandboxLimits(_Model):
+    """``[state.limits]``: what one command of a sandbox episode may use."""
+
+    command_timeout_s: float = Field(30.0, gt=0, le=3600, description="Wall-clock limit of one command, in seconds.")
+    cpu_s: int = Field(60, ge=1, le=86_400, description="CPU time of one command, in seconds.")
+    memory_mb: int = Field(1024, ge=16, le=1_048_576, description="Address space of one process, in MiB.")
+    processes: int = Field(128, ge=1, le=65_536, description="Processes at once in the sandbox.")
+    disk_mb: int = Field(256, ge=1, le=1_048_576, description="Size of the workspace, in MiB.")
+    output_kb: int = Field(16, ge=1, le=16_384, description="Output of one command shown to the agent, in KiB.")
 
 
 class StateSection(_Model):
@@ -396,10 +442,33 @@ class StateSection(_Model):
 
     kind: open_name(STATE_KINDS, "state kind") = "none"  # type: ignore[valid-type]
     snapshot: BundlePath | None = Field(
-        None, description="files: a directory copied per reset; sqlite: a database file."
+        None, description="files: a directory copied per reset; sqlite: a database file; sandbox: the "
+                          "workspace's starting tree."
     )
     entry_point: EntryPoint | None = Field(None, description="python: a state factory.")
     reset: Literal["per-episode", "per-task", "never"] = "per-episode"
+    files_field: FieldName | None = Field(
+        None, description="sandbox: a task field, a table {\"relative/path\": \"text\"} written over the workspace."
+    )
+    task_directory: BundlePath | None = Field(
+        None, description="sandbox: a per-task directory of the bundle copied over the workspace; "
+                          "'{id}' stands for the task's id."
+    )
+    setup: str | None = Field(
+        None, min_length=1, description="sandbox: a command run in the workspace before the agent's first turn."
+    )
+    setup_field: FieldName | None = Field(None, description="sandbox: a task field with a command run after setup.")
+    network: bool | None = Field(None, description="sandbox: share the host's network (default false).")
+    base: BundlePath | None = Field(
+        None, description="sandbox: 'host' (the host's read-only system, the default) or a root filesystem "
+                          "archive of the bundle (tar, tar.gz)."
+    )
+    limits: SandboxLimits | None = Field(None, description="sandbox: limits of each command.")
+
+    @property
+    def sandbox_limits(self) -> SandboxLimits:
+        """``limits``, or the defaults when the manifest has none."""
+        return self.limits if self.limits is not None else SandboxLimits()
 
 
 # --- [config] --------------------------------------------------------------------------

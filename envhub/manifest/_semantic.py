@@ -11,6 +11,7 @@ from envhub.manifest._models import (
     RegexMatch,
     Rubric,
     Split,
+    WorkspaceTests,
 )
 from envhub.problems import Problem
 
@@ -176,11 +177,28 @@ def _harness(m: Manifest) -> Iterator[Problem]:
     if h.context != "recent-turns" and h.keep_turns is not None:
         yield _error("harness.keep-turns", "keep-turns is only used with context = 'recent-turns'",
                      "remove keep-turns, or set context = 'recent-turns'")
+    if h.builtin_tools:
+        yield from _builtin_tools(m)
+
+
+def _builtin_tools(m: Manifest) -> Iterator[Problem]:
+    h = m.harness
+    if h.protocol != "tool-use":
+        yield _error("harness.builtin-tools", f"builtin-tools are only used by protocol 'tool-use', not {h.protocol!r}",
+                     "set protocol = 'tool-use', or remove builtin-tools")
+    if m.state.kind != "sandbox":
+        yield _error("harness.builtin-tools", f"builtin-tools need state kind 'sandbox', not {m.state.kind!r}",
+                     "set [state] kind = 'sandbox': the tools act on its workspace")
+    seen: set[str] = set()
+    for name in h.builtin_tools:
+        if name in seen:
+            yield _error("harness.builtin-tools", f"builtin tool {name!r} is listed twice", "list each tool once")
+        seen.add(name)
 
 
 def _builtin_protocol(m: Manifest) -> Iterator[Problem]:
     h = m.harness
-    if h.protocol == "tool-use" and not h.tools:
+    if h.protocol == "tool-use" and not h.tools and not h.builtin_tools:
         yield _error("harness.tools", "protocol 'tool-use' needs at least one tool", "add tools = ['module:function']")
     if h.protocol != "tool-use" and h.tools:
         yield _error("harness.tools", f"tools are only used by protocol 'tool-use', not {h.protocol!r}",
@@ -224,14 +242,30 @@ def _verifier(m: Manifest) -> Iterator[Problem]:
                 yield _error(f"verifier.criteria[{i}].name", f"criterion name {c.name!r} is used twice",
                              "give each criterion its own name")
             names.add(c.name)
-            yield from _one_verifier(c, f"verifier.criteria[{i}]")
+            yield from _one_verifier(c, f"verifier.criteria[{i}]", m)
     else:
-        yield from _one_verifier(v, "verifier")
+        yield from _one_verifier(v, "verifier", m)
 
 
-def _one_verifier(v: object, field: str) -> Iterator[Problem]:
+def _one_verifier(v: object, field: str, m: Manifest) -> Iterator[Problem]:
     if isinstance(v, RegexMatch) and (v.pattern is None) == (v.pattern_field is None):
         yield _error(field, "a regex verifier needs exactly one of 'pattern' and 'pattern-field'")
+    if isinstance(v, WorkspaceTests):
+        if m.state.kind != "sandbox":
+            yield _error(field, f"verifier kind 'workspace-tests' needs state kind 'sandbox', not {m.state.kind!r}",
+                         "set [state] kind = 'sandbox': the tests run against the episode's final workspace")
+        snapshot = m.state.snapshot
+        if snapshot is not None and _inside(v.tests_directory, snapshot):
+            yield _error(f"{field}.tests-directory",
+                         f"the tests directory {v.tests_directory!r} is inside the workspace's snapshot "
+                         f"{snapshot!r}, where the agent could read the tests",
+                         "keep the tests in a directory of their own, beside the snapshot")
+
+
+def _inside(path: str, directory: str) -> bool:
+    """Whether bundle path ``path`` is ``directory`` or inside it."""
+    a, b = path.rstrip("/").split("/"), directory.rstrip("/").split("/")
+    return a[:len(b)] == b
 
 
 def _state(m: Manifest) -> Iterator[Problem]:
@@ -248,6 +282,23 @@ def _state(m: Manifest) -> Iterator[Problem]:
     if s.kind != "python" and s.entry_point is not None:
         yield _error("state.entry-point", f"an entry point is only used by state kind 'python', not {s.kind!r}",
                      "remove entry-point")
+    if s.kind != "sandbox":
+        for key in _SANDBOX_KEYS:
+            if getattr(s, key.replace("-", "_")) is not None:
+                yield _error(f"state.{key}", f"{key} is only used by state kind 'sandbox', not {s.kind!r}",
+                             f"remove {key}, or set kind = 'sandbox'")
+        return
+    if s.reset != "per-episode":
+        yield _error("state.reset", f"state kind 'sandbox' makes a fresh workspace for every episode, so reset "
+                                    f"must be 'per-episode', not {s.reset!r}", "remove reset")
+    if s.task_directory is not None and "{id}" not in s.task_directory:
+        yield _error("state.task-directory", f"task-directory {s.task_directory!r} does not contain '{{id}}', "
+                                             "so every task would get the same directory",
+                     "write it with '{id}' where the task's id goes, e.g. 'tasks/{id}'")
+
+
+#: The keys of [state] that only state kind sandbox takes.
+_SANDBOX_KEYS = ("files-field", "task-directory", "setup", "setup-field", "network", "base", "limits")
 
 
 def _config(m: Manifest) -> Iterator[Problem]:

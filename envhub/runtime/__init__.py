@@ -47,10 +47,12 @@ if TYPE_CHECKING:
     from envhub.runtime._remote import RemoteEnvironment, RemoteError, load_remote
     from envhub.runtime._runner import Executor, LocalExecutor, RolloutJob, RolloutPlan, make_executor, run_rollout
     from envhub.runtime._shadow import refuse_shadowing, shadowing_files
+    from envhub.runtime._shell_tools import builtin_tools
     from envhub.runtime._state import StateFactory, StateHandle, files_state, python_state, sqlite_state
     from envhub.runtime._tasks import read_jsonl
     from envhub.runtime._tools import make_tool, unknown_tool
     from envhub.runtime._types import Observation, Score, StepResult, Task, Trajectory, as_assistant_message
+    from envhub.runtime._workspace_state import SandboxSetupError, SandboxStateFactory, sandbox_state
 
 _WHERE = {
     "Curriculum": "_curriculum", "Draw": "_curriculum", "LevelChange": "_curriculum",
@@ -77,6 +79,8 @@ _WHERE = {
     "read_jsonl": "_tasks",
     "make_tool": "_tools", "unknown_tool": "_tools",
     "as_assistant_message": "_types",
+    "SandboxSetupError": "_workspace_state", "SandboxStateFactory": "_workspace_state",
+    "sandbox_state": "_workspace_state", "builtin_tools": "_shell_tools",
 }
 # Written out (not computed from _WHERE) so type checkers see the re-exports;
 # tests/test_architecture.py checks that the two agree.
@@ -85,11 +89,13 @@ __all__ = [
     "CurriculumRun", "CurriculumSummary", "Draw", "Environment", "Episode", "ErrorKind", "EvalResult",
     "EvalRun", "EvalSummary", "Evaluation", "Executor", "GENERATED_CHECK_LIMIT", "LevelChange", "LocalExecutor",
     "Observation", "RECORD_VERSION", "RemoteEnvironment", "RemoteError", "RolloutError", "RolloutJob",
-    "RolloutPlan", "RolloutRecord", "RolloutTiming", "RolloutUsage", "Score", "SplitInfo", "StateFactory",
+    "RolloutPlan", "RolloutRecord", "RolloutTiming", "RolloutUsage", "SandboxSetupError", "SandboxStateFactory",
+    "Score", "SplitInfo", "StateFactory",
     "StateHandle", "StepResult", "SummaryEnvironment", "Task", "TaskOrigin", "Trajectory",
-    "as_assistant_message", "check_recorded", "code_entry_points", "compare", "dump_record", "files_state",
-    "load_remote", "make_executor", "make_tool", "new_records_file", "pass_at_k", "plan_jobs", "python_state",
-    "read_jsonl", "read_records", "refuse_shadowing", "rollout_record_json_schema", "run_rollout", "self_test",
+    "as_assistant_message", "builtin_tools", "check_recorded", "code_entry_points", "compare", "dump_record",
+    "files_state", "load_remote", "make_executor", "make_tool", "new_records_file", "pass_at_k", "plan_jobs",
+    "python_state", "read_jsonl", "read_records", "refuse_shadowing", "rollout_record_json_schema", "run_rollout",
+    "sandbox_state", "self_test",
     "shadowing_files", "sqlite_state", "summarize", "trusted_namespaces", "unknown_tool"
 ]
 

@@ -73,7 +73,14 @@ class Environment:
         self.max_turns: int = self._protocol.max_turns or self._harness.max_turns or DEFAULT_MAX_TURNS
         self._tasks = TaskSource(manifest.tasks, root, heldout_root, self.name, code.load, plugins=plugins,
                                  params=manifest.config.params)
-        self.tools: list[Tool] = [make_tool(code.load(ep), source=ep) for ep in self._harness.tools]
+        self.tools: list[Tool] = _builtin_tools(self._harness.builtin_tools)
+        builtin = {tool.name for tool in self.tools}
+        for ep in self._harness.tools:
+            tool = make_tool(code.load(ep), source=ep)
+            if tool.name in builtin:
+                raise TypeError(f"tool {ep} is named {tool.name!r}, like the built-in tool it would hide; "
+                                "rename the function, or remove the built-in tool from builtin-tools")
+            self.tools.append(tool)
         self._tools_by_name = {tool.name: tool for tool in self.tools}
         self.tool_specs: list[dict[str, Any]] = [tool.spec for tool in self.tools]
         self._responder: Callable[..., Any] | None = None
@@ -155,7 +162,7 @@ class Environment:
         from envhub.runtime.verifiers import VerifierContext, build_verifier
 
         ctx = VerifierContext(root=self.root, load_entry_point=self._code.load, settings=self._settings,
-                              policy_model=policy_model,
+                              policy_model=policy_model, state=self._state_spec,
                               force_self_judge=force_self_judge)
         return build_verifier(self.manifest.verifier, ctx, plugins=self._plugins)
 
@@ -171,6 +178,8 @@ class Environment:
             return [{"role": "assistant", "content": reference}]
         if isinstance(reference, list):
             return [_reference_turn(turn, i) for i, turn in enumerate(reference)]
+        if "bash" in self._harness.builtin_tools and "solution" in task.data:
+            return _shell_reference(task.data["solution"])
         verifier = self.manifest.verifier
         for spec in getattr(verifier, "criteria", None) or [verifier]:
             answer = _answer_for(spec, task)
@@ -217,6 +226,12 @@ class Environment:
             raise TypeError(f"responder {self._harness.responder} returned {type(reply).__name__}, "
                             "not a string or None")
         return reply
+
+    async def _aacquire_state(self, task: Task) -> StateHandle:
+        """:meth:`_acquire_state` for an event loop: states that live on a loop start on this one."""
+        if self._state_spec.reset == "per-episode":
+            return await self._state_factory.anew(task)
+        return self._acquire_state(task)
 
     def _acquire_state(self, task: Task) -> StateHandle:
         reset = self._state_spec.reset
@@ -272,6 +287,27 @@ def provenance(env: Any) -> dict[str, Any]:
     if env.locator:
         out["locator"] = env.locator
     return out
+
+
+def _builtin_tools(names: Sequence[str]) -> list[Tool]:
+    if not names:
+        return []
+    from envhub.runtime._shell_tools import builtin_tools
+
+    return builtin_tools(names)
+
+
+def _shell_reference(solution: Any) -> list[Message]:
+    """A sandbox task's ``solution`` (a command, or a list of them) as one turn of ``bash``
+    calls, run in order, then a final message."""
+    commands = [solution] if isinstance(solution, str) else solution
+    if not isinstance(commands, list) or not all(isinstance(c, str) for c in commands) or not commands:
+        return []
+    calls = [{"id": f"ref-0-{i}", "type": "function",
+              "function": {"name": "bash", "arguments": json.dumps({"command": command})}}
+             for i, command in enumerate(commands)]
+    return [{"role": "assistant", "content": None, "tool_calls": calls},
+            {"role": "assistant", "content": "Done."}]
 
 
 def _reference_turn(turn: Any, index: int) -> Message:

@@ -16,8 +16,10 @@ run of many episodes goes on.
 
 from __future__ import annotations
 
+import asyncio
 import random
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from envhub.errors import UsageError
 from envhub.runtime._state import StateHandle
@@ -37,6 +39,8 @@ if TYPE_CHECKING:
     from envhub.manifest import HarnessSection, StateSection
 
 __all__ = ["Episode", "EpisodeHost"]
+
+T = TypeVar("T")
 
 
 class EpisodeHost(Protocol):
@@ -95,8 +99,11 @@ class Episode:
     def reset(self) -> Observation:
         """Start (or restart) the episode: fresh state, the system and task prompts."""
         self._release_state()
+        self._state = self.env._acquire_state(self.task)
+        return self._start()
+
+    def _start(self) -> Observation:
         env = self.env
-        self._state = env._acquire_state(self.task)
         self.messages = env._initial_messages(self.task)
         self._prompt_len = len(self.messages)
         self.turns = 0
@@ -112,32 +119,61 @@ class Episode:
         the episode is done, and :class:`TypeError` for an action that is not a string or
         an assistant message."""
         calls = self._tool_calls(self._take_turn(action))
-        results = [self._run_tool(call) for call in calls] if calls else None
+        loop = self._state.loop if self._state is not None else None
+        if loop is not None:  # a state that lives on a loop of its own (a sandbox made by reset())
+            results = [_on(loop, self._arun_tool(call)) for call in calls] if calls else None
+        else:
+            results = [self._run_tool(call) for call in calls] if calls else None
         going_on, info = self._continue(results)
         if going_on is not None:
             return going_on
-        return self._finish(self.env.score(self.task, Trajectory(self.messages), state=self.state), info)
+        trajectory = Trajectory(self.messages)
+        if loop is not None:
+            score = _on(loop, self.env.ascore(self.task, trajectory, state=self.state))
+        else:
+            score = self.env.score(self.task, trajectory, state=self.state)
+        return self._finish(score, info)
 
     # -- the async API ------------------------------------------------------------------
 
     async def areset(self) -> Observation:
-        return self.reset()
+        """:meth:`reset` for an event loop: state that lives on a loop (a sandbox workspace)
+        starts on this one."""
+        await self._arelease_state()
+        acquire = getattr(self.env, "_aacquire_state", None)
+        self._state = await acquire(self.task) if acquire is not None else self.env._acquire_state(self.task)
+        return self._start()
 
     async def astep(self, action: Action) -> StepResult:
         """:meth:`step` for an event loop: tools that are not ``async def`` run in worker
         threads, and verifiers that do I/O (code tests, LLM judges) do not block the loop."""
         calls = self._tool_calls(self._take_turn(action))
-        results = [await self._arun_tool(call) for call in calls] if calls else None
+        results = [await self._here(self._arun_tool(call)) for call in calls] if calls else None
         going_on, info = self._continue(results)
         if going_on is not None:
             return going_on
-        return self._finish(await self.env.ascore(self.task, Trajectory(self.messages), state=self.state), info)
+        score = await self._here(self.env.ascore(self.task, Trajectory(self.messages), state=self.state))
+        result = self._finish(score, info, release=False)
+        if self.env._state_spec.reset == "per-episode":
+            await self._arelease_state()
+        return result
+
+    async def _here(self, coro: Coroutine[Any, Any, T]) -> T:
+        """Await ``coro`` on the loop the state lives on (this one, unless reset() made it)."""
+        loop = self._state.loop if self._state is not None else None
+        if loop is None or loop is asyncio.get_running_loop():
+            return await coro
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, loop))
+
+    async def aclose(self) -> None:
+        """:meth:`close` for an event loop: a sandbox workspace is closed by awaiting."""
+        await self._arelease_state()
 
     async def __aenter__(self) -> Episode:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        self.close()
+        await self.aclose()
 
     # -- shared -------------------------------------------------------------------------
 
@@ -241,10 +277,10 @@ class Episode:
         if errors:
             info["tool_errors"] = errors
 
-    def _finish(self, score: Score, info: dict[str, Any]) -> StepResult:
+    def _finish(self, score: Score, info: dict[str, Any], *, release: bool = True) -> StepResult:
         self.done = True
         self.score = score
-        if self.env._state_spec.reset == "per-episode":
+        if release and self.env._state_spec.reset == "per-episode":
             self._release_state()
         info["breakdown"] = dict(score.breakdown)
         if score.error is not None:
@@ -257,6 +293,16 @@ class Episode:
         if self._state is not None and self.env._state_spec.reset == "per-episode":
             self._state.release()
         self._state = None
+
+    async def _arelease_state(self) -> None:
+        state, self._state = self._state, None
+        if state is not None and self.env._state_spec.reset == "per-episode":
+            await state.arelease()
+
+
+def _on(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` on ``loop`` (running in another thread) and wait for its result."""
+    return asyncio.run_coroutine_threadsafe(coro, loop).result()
 
 
 def _recent(messages: list[Message], prompt_len: int, keep_turns: int) -> list[Message]:

@@ -9,16 +9,18 @@
   to a temporary file.
 - ``python``: an instance of the ``entry-point`` class; ``reset(task)`` is called when the
   state starts, ``close()`` (if it has one) when it is released.
+- ``sandbox``: a :class:`envhub.sandbox.ShellWorkspace` (``envhub.runtime._workspace_state``).
 
 Nothing one state instance is given ever reaches another: each is its own copy.
 """
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import sqlite3
 import tempfile
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -42,12 +44,26 @@ class StateHandle:
 
     value: Any
     _release: Callable[[], None] | None = None
+    #: How to free the state from an event loop, for states that live on one.
+    _arelease: Callable[[], Awaitable[None]] | None = None
+    #: The event loop the state lives on, when the sync path of a state kind started it on a
+    #: loop of its own (a sandbox workspace): episodes run tools and scoring there.
+    loop: asyncio.AbstractEventLoop | None = None
 
     def release(self) -> None:
         """Free the state (close connections, remove temporary files); idempotent."""
-        release, self._release = self._release, None
+        release, self._release, self._arelease = self._release, None, None
         if release is not None:
             release()
+
+    async def arelease(self) -> None:
+        """:meth:`release` for an event loop: states that live on it are closed by awaiting."""
+        arelease, self._arelease = self._arelease, None
+        if arelease is None:
+            self.release()
+            return
+        self._release = None
+        await arelease()
 
 
 class StateFactory:
@@ -57,6 +73,10 @@ class StateFactory:
 
     def new(self, task: Task) -> StateHandle:
         return StateHandle(None)
+
+    async def anew(self, task: Task) -> StateHandle:
+        """:meth:`new` for an event loop; kinds whose state lives on a loop override it."""
+        return self.new(task)
 
 
 class _Files(StateFactory):

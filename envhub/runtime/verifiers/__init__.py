@@ -26,12 +26,24 @@ from envhub.runtime.verifiers._numeric import NumericVerifier, extract_number
 from envhub.runtime.verifiers._python import PythonEntryPointVerifier
 from envhub.runtime.verifiers._regex import RegexVerifier
 from envhub.runtime.verifiers._rubric import Criterion, RubricVerifier
+from envhub.runtime.verifiers._workspace_tests import (
+    JUNIT_PATH,
+    TestReport,
+    WorkspaceTestsVerifier,
+    parse_junit,
+    parse_test_output,
+)
 
 if TYPE_CHECKING:
     from envhub.runtime.verifiers._llm_judge import DEFAULT_RUBRIC, LlmJudgeVerifier, parse_verdict
 
 __all__ = [
     "DEFAULT_RUBRIC",
+    "JUNIT_PATH",
+    "TestReport",
+    "WorkspaceTestsVerifier",
+    "parse_junit",
+    "parse_test_output",
     "LlmJudgeVerifier",
     "parse_verdict",
     "CallCase",

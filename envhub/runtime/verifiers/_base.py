@@ -49,6 +49,9 @@ class VerifierContext:
     policy_model: str | None = None
     #: Let an llm-judge judge with the policy's own model despite ``allow-self-judge = false``.
     force_self_judge: bool = False
+    #: The manifest's ``[state]`` table (a workspace-tests verifier starts its sandbox with its
+    #: limits and base); None when the verifier is built without an environment.
+    state: Any = None
 
 
 class Verifier:
