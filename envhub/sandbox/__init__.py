@@ -19,6 +19,13 @@ from envhub.sandbox._sandbox import (
     aprobe,
     probe,
 )
+from envhub.sandbox._shell import (
+    CommandResult,
+    ShellLimits,
+    ShellWorkspace,
+    WorkspaceError,
+    remove_stale_workspaces,
+)
 
-__all__ = ["WORKSPACE", "Guest", "Limits", "Outcome", "Probe", "Sandbox", "SandboxUnavailableError", "Session",
-           "aprobe", "probe"]
+__all__ = ["WORKSPACE", "CommandResult", "Guest", "Limits", "Outcome", "Probe", "Sandbox", "SandboxUnavailableError",
+           "Session", "ShellLimits", "ShellWorkspace", "WorkspaceError", "aprobe", "probe", "remove_stale_workspaces"]

@@ -46,8 +46,12 @@ from typing import Any
 EXIT_SETUP = 87
 #: Exit status after a MemoryError: the caller reports ``killed_by = "memory"``.
 EXIT_MEMORY = 86
+#: Exit status when a tree could not be copied into the sandbox (the workspace's seed, a mount).
+EXIT_TREE = 88
 #: The sandbox's uid and gid inside its user namespace.
 INNER_ID = 1000
+#: The first line of a tree archive (see :func:`_extract_tree`).
+TREE_MAGIC = b"envhub-tree 1\n"
 
 _CLONE_NEWNS, _CLONE_NEWUTS, _CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
 _CLONE_NEWUSER, _CLONE_NEWPID, _CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
@@ -213,6 +217,8 @@ def _build_root(ns: _Namespaces, job: dict[str, Any]) -> None:
     ns.mount(None, "/", None, _MS_REC | _MS_PRIVATE)
     devices = [f"/dev/{name}" for name in _DEVICES]
     fds = _open_paths([*job["readable"], job["workdir"], *devices])
+    # Readable now, as the caller: after setresuid the sandbox's user may not read them.
+    job["_tree_fds"] = [os.open(tree["archive"], os.O_RDONLY | os.O_CLOEXEC) for tree in job.get("trees", ())]
     ns.mount("tmpfs", job["root_dir"], "tmpfs", _MS_NOSUID | _MS_NODEV,
              f"size=16m,mode=0755,uid={INNER_ID},gid={INNER_ID}")
     os.chdir(job["root_dir"])  # the new tmpfs: every target below is relative to it
@@ -248,17 +254,84 @@ def _build_root(ns: _Namespaces, job: dict[str, Any]) -> None:
     ns.mount("tmpfs", _place("/tmp", True), "tmpfs", _MS_NOSUID | _MS_NODEV,
              f"size={job['limits']['tmp_bytes']},mode=1777")
     workspace = _place(job["workspace"], True)
-    ns.mount(f"/proc/self/fd/{fds[job['workdir']]}", workspace, None, _MS_BIND | _MS_REC)
-    ns.mount(None, workspace, None, _MS_BIND | _MS_REMOUNT | _MS_NOSUID | _MS_NODEV)
+    if job.get("workspace_bytes"):
+        # The workspace lives in the sandbox alone, a tmpfs of its own size: filling it fills
+        # nothing of the host's, and nothing the sandbox does is visible outside but by export.
+        size = job["workspace_bytes"]
+        inodes = max(4096, size // 2048)
+        ns.mount("tmpfs", workspace, "tmpfs", _MS_NOSUID | _MS_NODEV,
+                 f"size={size},nr_inodes={inodes},mode=0755,uid={INNER_ID},gid={INNER_ID}")
+    else:
+        ns.mount(f"/proc/self/fd/{fds[job['workdir']]}", workspace, None, _MS_BIND | _MS_REC)
+        ns.mount(None, workspace, None, _MS_BIND | _MS_REMOUNT | _MS_NOSUID | _MS_NODEV)
+    for tree in job.get("trees", ()):
+        if tree["readonly"]:  # its own tmpfs, made read-only once the tree is in (_extract_trees)
+            ns.mount("tmpfs", _place(tree["target"], True), "tmpfs", _MS_NOSUID | _MS_NODEV,
+                     f"size={tree['bytes']},mode=0755,uid={INNER_ID},gid={INNER_ID}")
     for fd in fds.values():
         os.close(fd)
     ns.pivot_root(".")
     ns.mount(None, "/", None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
 
 
-def _landlock(writable: list[str], readable: list[str] | None) -> str | None:
-    """Restrict writes to ``writable`` (and /dev/null), TCP, signals and abstract sockets; and,
-    when ``readable`` is given, reads and execution to those paths too. Irreversible, for this
+def _extract_trees(ns: _Namespaces, job: dict[str, Any]) -> None:
+    """Copy each tree of the job in (inside the private view, before the capabilities go) and
+    make the read-only ones read-only."""
+    for tree, fd in zip(job.get("trees", ()), job.pop("_tree_fds", ()), strict=True):
+        with open(fd, "rb") as archive:
+            _extract_tree(archive, tree["target"])
+        if tree["readonly"]:
+            ns.mount(None, tree["target"], None, _MS_REMOUNT | _MS_RDONLY | _MS_NOSUID | _MS_NODEV)
+
+
+def _extract_tree(archive: Any, target: str) -> None:
+    """Write the tree in ``archive`` beneath ``target``. The format: :data:`TREE_MAGIC`, then
+    per entry a JSON line ``{"p": relative path, "t": "d" | "f" | "l", "m": mode, "s": size,
+    "l": link target}`` and, for a file, its ``s`` bytes; parents come before their contents.
+    Paths that leave ``target`` (absolute, ``..``, through a link) are refused; set-id bits dropped."""
+    if archive.readline() != TREE_MAGIC:
+        raise ValueError("not a tree archive")
+    root = os.path.realpath(target)
+    dirs: list[tuple[str, int]] = []
+    while line := archive.readline():
+        entry = json.loads(line)
+        rel = entry["p"]
+        parts = rel.split("/")
+        if not rel or rel.startswith("/") or "\0" in rel or any(p in ("", ".", "..") for p in parts):
+            raise ValueError(f"a path outside the tree: {rel!r}")
+        path = os.path.join(root, rel)
+        if os.path.realpath(os.path.dirname(path)) != os.path.dirname(path):
+            raise ValueError(f"a path through a link: {rel!r}")
+        mode = int(entry.get("m", 0o644)) & 0o777
+        if entry["t"] == "d":
+            os.mkdir(path, 0o700)
+            dirs.append((path, mode))
+        elif entry["t"] == "l":
+            os.symlink(entry["l"], path)
+        elif entry["t"] == "f":
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            try:
+                remaining = int(entry["s"])
+                while remaining > 0:
+                    data = archive.read(min(remaining, 1 << 20))
+                    if not data:
+                        raise ValueError(f"the archive ends inside {rel!r}")
+                    remaining -= len(data)
+                    while data:
+                        data = data[os.write(fd, data):]
+                os.fchmod(fd, mode)
+            finally:
+                os.close(fd)
+        else:
+            raise ValueError(f"an entry of unknown type: {rel!r}")
+    for path, mode in reversed(dirs):  # deepest first: a read-only directory is filled already
+        os.chmod(path, mode)
+
+
+def _landlock(writable: list[str], readable: list[str] | None, tcp: bool = False) -> str | None:
+    """Restrict writes to ``writable`` (and /dev/null), TCP (unless ``tcp``: the run shares the
+    host's network), signals and abstract sockets; and, when ``readable`` is given, reads and
+    execution to those paths too. Irreversible, for this
     process and its children. The layer's name with its ABI, or None when unavailable."""
     if not sys.platform.startswith("linux"):
         return None
@@ -279,7 +352,7 @@ def _landlock(writable: list[str], readable: list[str] | None) -> str | None:
         write |= 1 << 14  # TRUNCATE
     read = (1 << 0) | (1 << 2) | (1 << 3)
     handled = write | (read if readable is not None else 0)
-    net = (1 << 0) | (1 << 1) if abi >= 4 else 0  # BIND_TCP, CONNECT_TCP
+    net = (1 << 0) | (1 << 1) if abi >= 4 and not tcp else 0  # BIND_TCP, CONNECT_TCP
     scoped = (1 << 0) | (1 << 1) if abi >= 6 else 0  # abstract unix sockets, signals
 
     class RulesetAttr(ctypes.Structure):
@@ -474,6 +547,15 @@ def _lock_in(job: dict[str, Any]) -> tuple[list[str], list[str]]:
             _build_root(ns, job)
             if hasattr(os, "sethostname"):
                 os.sethostname("sandbox")
+        except (SetupError, OSError) as e:
+            print(f"envhub sandbox: {e}", file=sys.stderr)
+            os._exit(EXIT_SETUP)
+        try:
+            _extract_trees(ns, job)
+        except (SetupError, OSError, ValueError) as e:
+            print(f"envhub sandbox: copying a tree in: {e}", file=sys.stderr)
+            os._exit(EXIT_TREE)
+        try:
             ns.drop_capabilities()
         except (SetupError, OSError) as e:
             print(f"envhub sandbox: {e}", file=sys.stderr)
@@ -481,12 +563,15 @@ def _lock_in(job: dict[str, Any]) -> tuple[list[str], list[str]]:
         layers += ["user-namespace", "pid-namespace", "mount-namespace", "private-filesystem", "ipc-namespace",
                    "no-capabilities"]
         layers.append("network-namespace" if not job["network"] else "network-shared")
-        landlock = _landlock([job["workspace"], "/tmp"], None)
+        landlock = _landlock([job["workspace"], "/tmp"], None, tcp=job["network"])
     else:
         missing += ["user-namespace", "pid-namespace", "mount-namespace", "private-filesystem", "ipc-namespace"]
         if not job["network"]:
             missing.append("network-namespace")
-        landlock = _landlock([job["workdir"]], job["readable"])
+        if job.get("workspace_bytes") or job.get("trees"):
+            print("envhub sandbox: a tmpfs workspace or a tree needs the namespaces", file=sys.stderr)
+            os._exit(EXIT_TREE)
+        landlock = _landlock([job["workdir"]], job["readable"], tcp=job["network"])
         if landlock:
             layers.append("landlock-read-limits")
     if landlock:

@@ -28,13 +28,13 @@ import sysconfig
 import tempfile
 import threading
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from envhub.errors import EnvhubError
-from envhub.sandbox._launcher import EXIT_MEMORY, EXIT_SETUP
+from envhub.sandbox._launcher import EXIT_MEMORY, EXIT_SETUP, EXIT_TREE, TREE_MAGIC
 
 __all__ = ["WORKSPACE", "Guest", "Limits", "Outcome", "Probe", "Sandbox", "SandboxUnavailableError", "Session",
            "aprobe", "probe"]
@@ -276,14 +276,27 @@ class Sandbox:
 
     ``network=True`` shares the host's network (off by default); ``readable`` adds paths the
     sandbox may read (read-only, at the same path); ``namespaces=False`` skips the namespaces
-    (Landlock and resource limits only: for tests of those layers)."""
+    (Landlock and resource limits only: for tests of those layers).
+
+    ``workspace_mb`` puts the workspace on a tmpfs of that size inside the sandbox, the seed
+    copied into it before the lock-in, instead of a host directory bound in: nothing the run
+    writes reaches the host's disk. ``mounts`` maps absolute paths inside to host directories
+    copied in read-only (each on its own read-only tmpfs; both need the namespaces).
+    ``temp_dir`` is where each run's host-side files go (the system's temporary directory
+    by default); ``report_limit`` the most a run may report in all, in bytes (None: no limit
+    but the 16 MiB of one message)."""
 
     def __init__(self, limits: Limits | None = None, *, network: bool = False, readable: Sequence[str] = (),
-                 namespaces: bool = True) -> None:
+                 namespaces: bool = True, workspace_mb: int | None = None, mounts: Mapping[str, Path] | None = None,
+                 temp_dir: Path | None = None, report_limit: int | None = REPORT_LIMIT) -> None:
         self.limits = limits or Limits()
         self.network = network
         self.readable = tuple(str(p) for p in readable)
         self.namespaces = namespaces
+        self.workspace_mb = workspace_mb
+        self.mounts = dict(mounts or {})
+        self.temp_dir = temp_dir
+        self.report_limit = report_limit
 
     def session(self, guest: Guest, guest_input: Any, *, workspace: Path | None = None) -> Session:
         """A run of ``guest`` with ``guest_input``, to use as ``async with sandbox.session(...)
@@ -327,13 +340,19 @@ class Session:
         self._memory = False
 
     async def __aenter__(self) -> Session:
-        self._root = Path(tempfile.mkdtemp(prefix="envhub-sandbox-"))
+        self._root = Path(tempfile.mkdtemp(prefix="envhub-sandbox-", dir=self.sandbox.temp_dir))
         try:
             self._workdir = self._root / "work"
-            if self._seed is not None:
+            self._trees: list[dict[str, Any]] = []
+            if self._seed is not None and self.sandbox.workspace_mb:
+                self._workdir.mkdir()
+                self._trees.append(self._archive(self._seed, WORKSPACE, readonly=False))
+            elif self._seed is not None:
                 shutil.copytree(self._seed, self._workdir, symlinks=True)
             else:
                 self._workdir.mkdir()
+            for target, source in self.sandbox.mounts.items():
+                self._trees.append(self._archive(source, target, readonly=True))
             (self._root / "root").mkdir()
             if os.geteuid() == 0:
                 # Root's sandbox user is nobody outside (see _launcher._map_ids): give it the workspace.
@@ -346,6 +365,11 @@ class Session:
         except BaseException:
             _remove_tree(self._root)
             raise
+
+    def _archive(self, source: Path, target: str, *, readonly: bool) -> dict[str, Any]:
+        archive = self._root / f"tree-{len(self._trees)}"
+        size = write_tree(source, archive)
+        return {"archive": str(archive), "target": target, "readonly": readonly, "bytes": size + 2**20}
 
     def _job(self, namespaces: bool) -> bytes:
         """The job the zygote forks a launcher for: how to lock in and the guest's code, never
@@ -370,6 +394,10 @@ class Session:
                     "TMPDIR": "/tmp" if namespaces else str(self._workdir), "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8"},
             "guest": self._guest,
         }
+        if self.sandbox.workspace_mb:
+            job["workspace_bytes"] = self.sandbox.workspace_mb * 2**20
+        if self._trees:
+            job["trees"] = self._trees
         return json.dumps(job).encode("utf-8", "surrogatepass")
 
     async def _start(self, namespaces: bool) -> None:
@@ -441,7 +469,7 @@ class Session:
         if not line:
             return None
         self._received += len(line)
-        if self._received > REPORT_LIMIT:
+        if self.sandbox.report_limit is not None and self._received > self.sandbox.report_limit:
             self._killed_by = "report-size"
             return None
         try:
@@ -521,7 +549,7 @@ class Session:
 def _killed_by(returncode: int | None, stopped: str | None, memory: bool, stderr_tail: str) -> str | None:
     if stopped:
         return stopped
-    if returncode == EXIT_SETUP:
+    if returncode in (EXIT_SETUP, EXIT_TREE):
         return "sandbox-setup"
     if memory or returncode == EXIT_MEMORY or (returncode == 1 and stderr_tail.rstrip().endswith("MemoryError")):
         return "memory"
@@ -535,6 +563,46 @@ def _killed_by(returncode: int | None, stopped: str | None, memory: bool, stderr
         except ValueError:
             return f"signal {signum}"
     return None
+
+
+def write_tree(source: Path, archive: Path) -> int:
+    """Write the tree at ``source`` (directories, regular files, symbolic links as links, and
+    their modes; other kinds of file skipped) to ``archive`` in the launcher's tree format
+    (:func:`._launcher._extract_tree`); the bytes of file content written."""
+    source = Path(source)
+    if not source.is_dir():
+        raise NotADirectoryError(f"{source}: not a directory")
+    total = 0
+    with open(archive, "wb") as out:
+        out.write(TREE_MAGIC)
+        for top, dirs, files in os.walk(source):
+            dirs.sort()
+            rel_top = os.path.relpath(top, source)
+            for name in [*dirs, *sorted(files)]:
+                path = os.path.join(top, name)
+                rel = name if rel_top == "." else f"{rel_top}/{name}"
+                st = os.lstat(path)
+                entry: dict[str, Any]
+                if stat.S_ISLNK(st.st_mode):
+                    entry = {"p": rel, "t": "l", "l": os.readlink(path)}
+                elif stat.S_ISDIR(st.st_mode):
+                    entry = {"p": rel, "t": "d", "m": stat.S_IMODE(st.st_mode)}
+                elif stat.S_ISREG(st.st_mode):
+                    entry = {"p": rel, "t": "f", "m": stat.S_IMODE(st.st_mode), "s": st.st_size}
+                else:
+                    continue  # a socket, a FIFO, a device: nothing a workspace is seeded with
+                out.write(json.dumps(entry, ensure_ascii=False).encode("utf-8", "surrogateescape") + b"\n")
+                if entry["t"] == "f":
+                    with open(path, "rb") as f:  # exactly the size announced, should the file change meanwhile
+                        remaining = st.st_size
+                        while remaining > 0 and (data := f.read(min(remaining, 1 << 20))):
+                            out.write(data)
+                            remaining -= len(data)
+                        out.write(b"\0" * remaining)
+                    total += st.st_size
+            # os.walk lists links to directories among dirs: written as links above, never entered.
+            dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(top, d))]
+    return total
 
 
 def _tail(path: Path) -> str:
