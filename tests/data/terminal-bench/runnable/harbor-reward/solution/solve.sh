@@ -1,0 +1,3 @@
+#!/bin/bash
+printf '#!/bin/bash\necho $(( $1 + $2 ))\n' > /app/add.sh
+chmod +x /app/add.sh
