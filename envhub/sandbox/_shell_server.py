@@ -226,21 +226,14 @@ class _Server:
         if ended >= max(4, self.limits["processes"] // 2) or "fork: retry" in tail or (
                 "Resource temporarily unavailable" in tail and "fork" in tail):
             return "processes"
+        if "No space left on device" in tail:
+            return "disk-full"
         if returncode == 0:
             return None
         if returncode in (-signal.SIGXCPU, 128 + signal.SIGXCPU) or "CPU time limit exceeded" in tail:
             return "cpu"
         if any(sign in tail for sign in _MEMORY_SIGNS):
             return "memory"
-        if "No space left on device" in tail or "Disk quota exceeded" in tail:
-            return "disk-full"
-        for path in (self.workspace, "/tmp"):
-            try:
-                st = os.statvfs(path)
-            except OSError:
-                continue
-            if st.f_bavail == 0 or st.f_favail == 0:
-                return "disk-full"
         return None
 
     # --- files ---------------------------------------------------------------------------------
@@ -263,9 +256,10 @@ class _Server:
             raise _Failure(f"{path}: is a directory") from None
         except OSError as e:
             raise _Failure(f"{path}: {e.strerror}") from None
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
             os.close(fd)
-            raise _Failure(f"{path}: not a regular file")
+            raise _Failure(f"{path}: is a directory" if stat.S_ISDIR(mode) else f"{path}: not a regular file")
         return fd
 
     def read(self, path: str, max_bytes: int) -> str:
