@@ -228,6 +228,12 @@ def _cases(fn: Any) -> list[tuple[str, dict[str, Any]]]:
     return cases
 
 
+def _explain(text: str) -> None:
+    """Why a test failed, on stderr, every line commented out so that no line of a traceback
+    (``    ok = check()``) reads as a test result where stdout and stderr are merged."""
+    print("".join(f"# {line}\n" for line in text.splitlines()), end="", file=sys.stderr, flush=True)
+
+
 def _report(name: str, run: Callable[[], None]) -> bool:
     try:
         run()
@@ -235,7 +241,7 @@ def _report(name: str, run: Callable[[], None]) -> bool:
         return True
     except BaseException:
         print(f"FAIL {name}", flush=True)
-        print(f"--- {name}\n{traceback.format_exc()}", file=sys.stderr, flush=True)
+        _explain(f"{name}\n{traceback.format_exc()}")
         return False
     print(f"PASS {name}", flush=True)
     return True
@@ -250,7 +256,7 @@ def run_file(path: Path) -> bool:
         module = _load(path, path.stem)
     except BaseException:
         print(f"FAIL {path.stem}", flush=True)
-        print(traceback.format_exc(), file=sys.stderr, flush=True)
+        _explain(traceback.format_exc())
         return False
     fixtures = _fixtures(*base, module)
     ok = True

@@ -619,19 +619,22 @@ def _read_tests(task: _Task) -> None:
                                    "the same test functions (plain asserts, raises, approx, parametrize, fixtures) "
                                    "without pytest's plugins or its assertion rewriting")
     elif driver is not None:
-        target = "run-tests.sh" if task.layout == "terminal-bench" else "test.sh"
-        task.entry = head + (
-            f"mkdir -p {SANDBOX_LOGS}\nbash /tests/{target} >&2\ncode=$?\n"
-            f"reward=$(cat {SANDBOX_LOGS}/reward.txt 2>/dev/null || python3 -c 'import json,sys; "
-            f"print(json.load(open(sys.argv[1])).get(\"reward\", 0))' {SANDBOX_LOGS}/reward.json 2>/dev/null)\n"
-            'if [ -n "$reward" ]; then ok=$(python3 -c "import sys; print(float(sys.argv[1]) >= 1)" "$reward"); '
-            'else ok=$([ $code -eq 0 ] && echo True || echo False); fi\n'
-            f'if [ "$ok" = True ]; then echo "PASS {task.id}"; else echo "FAIL {task.id}"; fi\n')
-        decides = ("its reward (reward.txt or reward.json), or else its exit code," if task.layout == "harbor"
-                   else "its exit code")
-        task.report.kept.append(f"{driver_name} as the test run: {decides} decides pass or fail")
+        run = ("# The script's own output, commented out: only the line below counts.\n"
+               "bash /tests/{} 2>&1 | sed 's/^/# /' >&2\ncode=${{PIPESTATUS[0]}}\n")
         if task.layout == "harbor":
+            task.entry = head + f"mkdir -p {SANDBOX_LOGS}\n" + run.format("test.sh") + (
+                f"reward=$(cat {SANDBOX_LOGS}/reward.txt 2>/dev/null || python3 -c 'import json,sys; "
+                f"print(json.load(open(sys.argv[1])).get(\"reward\", 0))' {SANDBOX_LOGS}/reward.json 2>/dev/null)\n"
+                'if [ -n "$reward" ]; then ok=$(python3 -c "import sys; print(float(sys.argv[1]) >= 1)" "$reward"); '
+                'else ok=$([ $code -eq 0 ] && echo True || echo False); fi\n'
+                f'if [ "$ok" = True ]; then echo "PASS {task.id}"; else echo "FAIL {task.id}"; fi\n')
+            task.report.kept.append(f"{driver_name} as the test run: its reward (reward.txt or reward.json), or else "
+                                    "its exit code, decides pass or fail")
             task.report.dropped.append("a reward between 0 and 1 from reward.txt: counted as a fail (only 1 passes)")
+        else:
+            task.entry = head + run.format("run-tests.sh") + (
+                f'if [ $code -eq 0 ]; then echo "PASS {task.id}"; else echo "FAIL {task.id}"; fi\n')
+            task.report.kept.append(f"{driver_name} as the test run: its exit code decides pass or fail")
     else:
         task.report.dropped.append("no tests: the task always fails")
         task.entry = head + f'echo "FAIL {task.id}"\n'
@@ -658,7 +661,24 @@ def _write_bundle(root: Path, tasks: list[_Task], name: str, split: str, network
     (root / "tasks").mkdir()
     (root / "tests").mkdir()
     (root / "prompts").mkdir()
-    with_files = any(t.files for t in tasks)
+    # The workspace's starting files travel in the row (files-field) when they are all text;
+    # a binary file needs a directory per task (task-directory), and then every task needs one.
+    texts: dict[str, dict[str, str]] = {t.id: {} for t in tasks}
+    binary = False
+    for task in tasks:
+        for rel, file in task.files.items():
+            try:
+                texts[task.id][rel] = file.read_text(encoding="utf-8")
+            except UnicodeDecodeError:
+                binary = True
+    with_files = binary
+    with_texts = not binary and any(t.files for t in tasks)
+    if with_texts:
+        for task in tasks:
+            executable = [rel for rel, file in task.files.items() if file.stat().st_mode & 0o111]
+            if executable:
+                task.setup.append("chmod +x " + " ".join(shlex.quote(rel) for rel in executable))
+                task.report.kept.append(f"the executable bit of {', '.join(executable)}: chmod +x in the setup")
     with_setup = any(t.setup or t.env for t in tasks)
     rows = []
     for task in tasks:
@@ -690,10 +710,17 @@ def _write_bundle(root: Path, tasks: list[_Task], name: str, split: str, network
             for rel, file in task.files.items():
                 (workspace / rel).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(file, workspace / rel)
+            if not task.files:
+                # An archive keeps no empty directory, and every task needs its own.
+                (workspace / ".envhub-empty").write_text("")
+                task.report.dropped.append("nothing: its workspace holds one empty file, .envhub-empty, because "
+                                           "another task's files are binary and need a directory per task")
         row: dict[str, Any] = {"id": task.id, "prompt": task.instruction, "tests": task.id,
                                "solution": task.solution, "source": f"{task.layout}:{task.dir.name}"}
         if task.difficulty is not None:
             row["difficulty"] = task.difficulty
+        if with_texts:
+            row["files"] = texts[task.id]
         if with_setup:
             exports = [f"export {k}={shlex.quote(v)}" for k, v in task.env.items()
                        if re.fullmatch(r"[A-Za-z_]\w*", k)]
@@ -739,7 +766,7 @@ def _write_bundle(root: Path, tasks: list[_Task], name: str, split: str, network
     if not difficulty and any(t.difficulty is not None for t in tasks):
         notes.append("difficulty: not every task has one, so the bundle declares no difficulty field")
     (root / "envhub.toml").write_text(_manifest(
-        name=name, count=len(tasks), split=split, difficulty=difficulty, with_files=with_files,
+        name=name, count=len(tasks), split=split, difficulty=difficulty, with_files=with_files, with_texts=with_texts,
         with_setup=with_setup, network=network, agent=agent, tests_timeout=tests_timeout, memory=memory,
         disk=disk, command=command), encoding="utf-8")
     report = ImportReport(source=source, out=out, name=name, split=split, tasks=[t.report for t in tasks],
@@ -750,7 +777,8 @@ def _write_bundle(root: Path, tasks: list[_Task], name: str, split: str, network
     return report
 
 
-def _manifest(*, name: str, count: int, split: str, difficulty: bool, with_files: bool, with_setup: bool,
+def _manifest(*, name: str, count: int, split: str, difficulty: bool, with_files: bool, with_texts: bool,
+              with_setup: bool,
               network: bool, agent: float, tests_timeout: float, memory: float, disk: float, command: float) -> str:
     q = json.dumps
     lines = [
@@ -787,6 +815,7 @@ def _manifest(*, name: str, count: int, split: str, difficulty: bool, with_files
         'kind = "sandbox"',
         *(['task-directory = "workspaces/{id}"   # what the Dockerfile COPYs into its working directory']
           if with_files else []),
+        *(['files-field = "files"   # what the Dockerfile COPYs into its working directory'] if with_texts else []),
         *(['setup-field = "setup"   # the Dockerfile\'s ENV and the RUN commands that only touch the workspace']
           if with_setup else []),
         f"network = {'true' if network else 'false'}",
