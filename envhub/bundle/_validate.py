@@ -22,6 +22,7 @@ from envhub.manifest import (
     RegexMatch,
     Rubric,
     Split,
+    WorkspaceTests,
     local_dependency_problems,
     locate,
     parse_manifest,
@@ -139,6 +140,8 @@ def validate_bundle(path: str | Path, *, max_line_bytes: int = DEFAULT_MAX_LINE_
         check.problems.append(Problem("error", "symlink-escapes", f"symlink leaves the bundle (it points to {target})",
                                       file=shown(rel), hint="copy the file into the bundle instead of linking to it"))
     check.problems.extend(_splits(root, manifest, check, shown, at, max_line_bytes, plugins))
+    if check.ok:
+        check.problems.extend(_sandbox_problems(root, manifest, at, plugins))
     keys = dict(_secrets(root, manifest, check, at))
     if check.ok:
         check.problems.extend(_heldout_leaks(root, manifest, keys, shown, plugins))
@@ -230,7 +233,93 @@ def _answer_fields(m: Manifest) -> list[str]:
             out.append(v.tests_field)
         elif isinstance(v, RegexMatch) and v.pattern_field:
             out.append(v.pattern_field)
+        elif isinstance(v, WorkspaceTests) and v.tests_field:
+            out.append(v.tests_field)
     return list(dict.fromkeys(out))
+
+
+def _workspace_tests(m: Manifest) -> list[tuple[str, tuple[str | int, ...], WorkspaceTests]]:
+    """(field, location, spec) of each workspace-tests verifier or criterion."""
+    if isinstance(m.verifier, Rubric):
+        return [(f"verifier.criteria[{i}]", ("verifier", "criteria", i), c) for i, c in enumerate(m.verifier.criteria)
+                if isinstance(c, WorkspaceTests)]
+    return [("verifier", ("verifier",), m.verifier)] if isinstance(m.verifier, WorkspaceTests) else []
+
+
+def _sandbox_problems(root: Path, m: Manifest, at, plugins: PluginLookup) -> Iterator[Problem]:  # type: ignore[no-untyped-def]
+    """State kind sandbox and workspace-tests: each task's directory and tests are there, and
+    no test is where the agent's workspace comes from (the snapshot, a task directory)."""
+    s = m.state
+    tests = _workspace_tests(m)
+    for field_name, loc, v in tests:
+        target, why = resolve_inside(root, v.tests_directory)
+        if why is None and not target.is_dir():
+            why = "is not a directory (workspace-tests reads each task's tests from it)"
+        if why is not None:
+            yield Problem("error", "bad-path", f"{v.tests_directory!r} {why}",
+                          hint="create it, or set tests-directory", **at(f"{field_name}.tests-directory", *loc))
+    if s.kind != "sandbox" or (s.task_directory is None and not tests):
+        return
+    tests_dirs = [(root / v.tests_directory).resolve() for _, _, v in tests]
+    seen = 0
+    for split in m.tasks.splits.values():
+        if split.path is None or m.tasks.format not in ("jsonl", "parquet"):
+            continue
+        target, why = resolve_inside(root, split.path)
+        if why is not None or not target.is_file():
+            continue
+        for row, _ in _rows(target, m.tasks.format, plugins):
+            task_id = str(row.get(m.tasks.id_field))
+            for problem in _sandbox_task(root, m, task_id, row, tests, tests_dirs, at):
+                if seen < 10:
+                    yield problem
+                seen += 1
+    if seen > 10:
+        yield Problem("error", "sandbox-tasks", f"... and {seen - 10} more problems with tasks' directories and tests",
+                      **at("state", "state"))
+
+
+def _sandbox_task(root: Path, m: Manifest, task_id: str, row: dict[str, Any],  # type: ignore[no-untyped-def]
+                  tests: list[tuple[str, tuple[str | int, ...], WorkspaceTests]], tests_dirs: list[Path],
+                  at) -> Iterator[Problem]:
+    s = m.state
+    if s.task_directory is not None:
+        rel = s.task_directory.replace("{id}", task_id)
+        target, why = resolve_inside(root, rel)
+        if "/" in task_id or task_id in (".", ".."):
+            why = "is not a directory of its own (the task's id is not a plain name)"
+        elif why is None and not target.is_dir():
+            why = "is not a directory"
+        if why is not None:
+            yield Problem("error", "bad-path", f"task {task_id!r}: its task directory {rel!r} {why}",
+                          hint="create it, or fix task-directory", **at("state.task-directory", "state",
+                                                                        "task-directory"))
+        else:
+            for tests_dir in tests_dirs:
+                if tests_dir.is_relative_to(target):
+                    yield Problem("error", "tests-in-workspace",
+                                  f"task {task_id!r}: its task directory {rel!r} holds the tests directory, so the "
+                                  "agent could read the tests",
+                                  hint="keep the tests out of every directory copied into the workspace",
+                                  **at("state.task-directory", "state", "task-directory"))
+    for field_name, loc, v in tests:
+        value: Any = task_id if v.tests_field is None else row.get(v.tests_field)
+        if isinstance(value, dict):
+            if not all(isinstance(k, str) and isinstance(t, str) for k, t in value.items()):
+                yield Problem("error", "bad-tests", f"task {task_id!r}: its inline tests are not a table of "
+                              "path to text", **at(f"{field_name}.tests-field", *loc, "tests-field"))
+            continue
+        if not isinstance(value, str) or "/" in value or value in ("", ".", ".."):
+            yield Problem("error", "bad-tests", f"task {task_id!r}: its tests {value!r} name no directory of "
+                          f"{v.tests_directory!r}", hint="give the name of a directory under tests-directory, "
+                          "or the tests inline as a table", **at(field_name, *loc))
+            continue
+        target, why = resolve_inside(root, f"{v.tests_directory}/{value}")
+        if why is None and not target.is_dir():
+            why = "is not a directory"
+        if why is not None:
+            yield Problem("error", "bad-tests", f"task {task_id!r}: its tests {v.tests_directory}/{value} {why}",
+                          hint="create the directory with the task's tests", **at(field_name, *loc))
 
 
 def _rows(path: Path, format: str, plugins: PluginLookup) -> Iterator[tuple[dict[str, Any], str | None]]:
@@ -263,8 +352,11 @@ def _referenced_files(root: Path, m: Manifest, at) -> Iterator[Problem]:  # type
         refs.append(("harness.system-prompt", ("harness", "system-prompt"), m.harness.system_prompt, "file"))
     if m.state.snapshot:
         # A plugin's state kind says nothing about what its snapshot is: it must exist.
-        kind = {"files": "dir", "sqlite": "sqlite"}.get(m.state.kind, "any")
+        kind = {"files": "dir", "sqlite": "sqlite", "sandbox": "dir"}.get(m.state.kind, "any")
         refs.append(("state.snapshot", ("state", "snapshot"), m.state.snapshot, kind))
+    if m.state.base not in (None, "host"):
+        assert m.state.base is not None
+        refs.append(("state.base", ("state", "base"), m.state.base, "tar"))
     verifiers = m.verifier.criteria if isinstance(m.verifier, Rubric) else [m.verifier] if m.verifier else []
     for i, v in enumerate(verifiers):
         if isinstance(v, LlmJudge) and v.rubric:
@@ -276,10 +368,12 @@ def _referenced_files(root: Path, m: Manifest, at) -> Iterator[Problem]:  # type
         target, why = resolve_inside(root, rel)
         if why is None:
             if kind == "dir" and not target.is_dir():
-                why = "is not a directory (state kind 'files' copies a directory)"
+                why = f"is not a directory (state kind {m.state.kind!r} copies a directory)"
+            elif kind == "tar" and not (target.is_file() and _is_tar(target)):
+                why = "is not a tar archive (a root filesystem: tar, tar.gz)"
             elif kind == "any" and not target.exists():
                 why = "not found"
-            elif kind not in ("dir", "any") and not target.is_file():
+            elif kind not in ("dir", "any", "tar") and not target.is_file():
                 why = "is not a file"
             elif kind == "sqlite" and target.read_bytes()[:16] != _SQLITE_MAGIC:
                 why = "is not an SQLite database"
@@ -288,8 +382,19 @@ def _referenced_files(root: Path, m: Manifest, at) -> Iterator[Problem]:  # type
             yield Problem("error", "bad-path", f"{rel!r} {why}", hint=hint, **at(field_name, *loc))
 
 
+def _is_tar(path: Path) -> bool:
+    import tarfile
+
+    try:
+        return tarfile.is_tarfile(path)
+    except OSError:
+        return False
+
+
 def _required_fields(m: Manifest) -> tuple[list[str], list[str]]:
     fields = [m.tasks.prompt_field]
+    if m.state.kind == "sandbox":
+        fields += [f for f in (m.state.files_field, m.state.setup_field) if f]
     numeric = []
     if m.tasks.difficulty_field:
         fields.append(m.tasks.difficulty_field)

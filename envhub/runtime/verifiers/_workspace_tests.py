@@ -11,9 +11,14 @@ that sandbox only; they are never in the agent's workspace. ``command`` runs the
 - else a JUnit XML file the command wrote at ``$ENVHUB_JUNIT``;
 - else the exit code alone: 0 passes.
 
-The reward is the fraction of tests that pass; the breakdown has each test, 1 or 0. Nothing
-the agent leaves in the workspace (a ``reward.txt``, edited copies of tests it saw, lines it
-printed during the episode) is read: only the output of the tests' own run counts.
+The tests a task has are the names its tests report when run, the same way, on the task's
+*starting* workspace (built as an episode's is, setup included; learnt once per task). The
+reward is the fraction of those that pass; the breakdown has each, 1 or 0. A name the run
+does not report fails; a name the starting workspace's run did not report is not counted (the
+code under test can write to the runner's output, so it could otherwise add passing tests of
+its own); a run ended by a limit or a signal scores 0. When the tests report no names, the
+exit code decides. Nothing the agent leaves in the workspace (a ``reward.txt``, edited copies
+of tests it saw, lines it printed during the episode) is read.
 
 The tests of a task are the regular files at the top of ``tests-directory`` (shared by every
 task: a runner script), overlaid with the task's own: the directory
@@ -100,6 +105,8 @@ class WorkspaceTestsVerifier(Verifier):
         if self.state_spec is None or getattr(self.state_spec, "kind", None) != "sandbox":
             raise VerifierError("verifier kind 'workspace-tests' needs state kind 'sandbox'",
                                 hint="set [state] kind = 'sandbox'")
+        #: The names of each task's tests, learnt from its starting workspace (:meth:`_expected`).
+        self._names: dict[tuple[str, str], frozenset[str]] = {}
         self.tests_root = ctx.root / spec.tests_directory
         if not self.tests_root.is_dir():
             raise VerifierError(f"the tests directory {spec.tests_directory} is not a directory of the bundle",
@@ -134,40 +141,72 @@ class WorkspaceTestsVerifier(Verifier):
         return asyncio.run(self.ascore(task, trajectory, state=state))
 
     async def ascore(self, task: Task, trajectory: Trajectory, *, state: Any = None) -> Score:
-        from envhub.runtime._workspace_state import SandboxStateFactory, shell_limits
-
         if state is None or not hasattr(state, "export"):
             raise VerifierError("the workspace-tests verifier scores the workspace of a sandbox episode, and got "
                                 f"{type(state).__name__}", hint="score an episode of the environment, with its state")
-        spec = self.spec
-        limits = shell_limits(self.state_spec, command_timeout_s=spec.timeout_s, output_bytes=_OUTPUT_BYTES,
-                              cpu_s=max(self.state_spec.sandbox_limits.cpu_s, math.ceil(spec.timeout_s)))
-        factory = SandboxStateFactory(self.state_spec, self.root)
         with tempfile.TemporaryDirectory(prefix="envhub-tests-") as scratch:
             tests, final = Path(scratch) / "tests", Path(scratch) / "final"
             tests.mkdir()
             self.tests_for(task, tests)
             await state.export(final)
-            workspace = await factory.start(final, limits=limits, mounts={"/tests": tests})
-            try:
-                result = await workspace.run(f"export ENVHUB_JUNIT={JUNIT_PATH}\ncd /workspace\n{spec.command}")
-                report = parse_test_output(result.output)
-                if not report.results:
-                    junit = await workspace.run(f"cat {JUNIT_PATH} 2>/dev/null")
-                    if junit.exit_code == 0 and junit.output.strip():
-                        report = parse_junit(junit.output)
-            finally:
-                await workspace.close()
+            result, report = await self._run(final, tests)
+            expected = await self._expected(task, tests, Path(scratch) / "start") if report.results else set()
         info: dict[str, Any] = {"exit_code": result.exit_code, "duration_s": round(result.duration_s, 3)}
         if result.killed_by:
             info["killed_by"] = result.killed_by
         if result.truncated:
             info["output_truncated"] = True
         info["output_tail"] = result.output[-2000:]
-        if report.results:
-            passed = sum(report.results.values())
-            info.update(tests=len(report.results), passed=passed)
-            breakdown = {name: 1.0 if ok else 0.0 for name, ok in report.results.items()}
-            return Score(passed / len(report.results), breakdown, info=info)
-        ok = result.exit_code == 0 and not result.killed_by and not result.timed_out
+        # A run that a limit or a signal ended may not have reported every test, and the code
+        # under test may have ended it after printing lines of its own: it scores 0.
+        ended = bool(result.killed_by) or result.timed_out or result.exit_code is None or result.exit_code > 128
+        results = {name: ok for name, ok in report.results.items() if name in expected}
+        unknown = sorted(set(report.results) - expected)
+        if unknown:
+            info["unknown_tests"] = unknown[:20]
+        if expected:
+            # The tests a task has are those its tests report on the task's starting workspace;
+            # one the run does not report fails.
+            breakdown = {name: 1.0 if results.get(name, False) else 0.0 for name in sorted(expected)}
+            passed = int(sum(breakdown.values()))
+            info.update(tests=len(breakdown), passed=passed)
+            return Score(0.0 if ended else passed / len(breakdown), breakdown, info=info)
+        ok = result.exit_code == 0 and not ended
         return Score(1.0 if ok else 0.0, {"exit-code": 1.0 if ok else 0.0}, info=info)
+
+    async def _run(self, tree: Path, tests: Path) -> tuple[Any, TestReport]:
+        """Run the tests against ``tree`` in a fresh sandbox: (the command's result, its report)."""
+        from envhub.runtime._workspace_state import SandboxStateFactory, shell_limits
+
+        spec = self.spec
+        limits = shell_limits(self.state_spec, command_timeout_s=spec.timeout_s, output_bytes=_OUTPUT_BYTES,
+                              cpu_s=max(self.state_spec.sandbox_limits.cpu_s, math.ceil(spec.timeout_s)))
+        factory = SandboxStateFactory(self.state_spec, self.root)
+        workspace = await factory.start(tree, limits=limits, mounts={"/tests": tests})
+        try:
+            result = await workspace.run(f"export ENVHUB_JUNIT={JUNIT_PATH}\ncd /workspace\n{spec.command}")
+            report = parse_test_output(result.output)
+            if not report.results:
+                junit = await workspace.run(f"cat {JUNIT_PATH} 2>/dev/null")
+                if junit.exit_code == 0 and junit.output.strip():
+                    report = parse_junit(junit.output)
+        finally:
+            await workspace.close()
+        return result, report
+
+    async def _expected(self, task: Task, tests: Path, scratch: Path) -> set[str]:
+        """The names of ``task``'s tests: those they report on its starting workspace (made as
+        an episode's is, setup included), where nothing of the agent's can print. Kept per task."""
+        from envhub.runtime._workspace_state import SandboxStateFactory
+
+        key = (task.split, task.id)
+        names = self._names.get(key)
+        if names is None:
+            handle = await SandboxStateFactory(self.state_spec, self.root).anew(task)
+            try:
+                await handle.value.export(scratch)
+            finally:
+                await handle.arelease()
+            _, report = await self._run(scratch, tests)
+            names = self._names[key] = frozenset(report.results)
+        return set(names)
