@@ -182,7 +182,10 @@ def setup(kind: str = "demo") -> None:
     uv = _install_uv()
     if uv is not None:
         env = _uv_env()
-        _run(uv, "pip", "install", "--python", python, "--no-deps", "--require-hashes", "-r", lock, env=env)
+        # Compiled to bytecode at install, as pip does: else the first import of a module writes
+        # its .pyc, and a dependency's SyntaxWarning lands on a command's stderr (cellpylib's does).
+        _run(uv, "pip", "install", "--python", python, "--no-deps", "--require-hashes", "--compile-bytecode",
+             "-r", lock, env=env)
         _run(uv, "pip", "install", "--python", python, "--no-deps", *editable, env=env)
     else:
         _run(python, "-m", "pip", "install", "--no-deps", "--require-hashes", "-r", lock)
