@@ -217,6 +217,21 @@ def test_output_is_capped(env: Any) -> None:
     assert len(outputs[0]) < 8000
 
 
+def test_a_fork_bomb_and_a_full_disk_are_contained_and_the_episode_goes_on(tmp_path: Path) -> None:
+    root = make_bundle(tmp_path / "b", timeout=5)
+    text = (root / "envhub.toml").read_text().replace("output-kb = 4", "output-kb = 4\nprocesses = 32\ndisk-mb = 8")
+    (root / "envhub.toml").write_text(text)
+    with envhub.load(root, trust_code=True) as env:
+        _, outputs = play(env, "greeting", [
+            bash("bomb() { bomb | bomb & }; bomb; sleep 1; echo after"),
+            bash("head -c 20000000 /dev/zero > big; echo wrote $?", 1),
+            bash("rm -f big; echo 'hello world' > hello.txt; cat hello.txt", 2),
+        ])
+    assert "[too many processes: the limit is 32; every process the command left was ended]" in outputs[0]
+    assert "No space left on device" in outputs[1] and "[the disk is full" in outputs[1]
+    assert outputs[2].startswith("hello world")
+
+
 def test_nothing_outside_the_workspace_changes(env: Any, tmp_path: Path) -> None:
     target = tmp_path / "escape.txt"
     _, outputs = play(env, "greeting", [bash(f"echo x > {target}; echo x > /etc/escape; echo x > /usr/escape")])

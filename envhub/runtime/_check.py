@@ -7,7 +7,8 @@ For every task of every split whose tasks are present:
 - **noop**: an empty answer scores below 1.0 (a floor against verifiers that reward
   nothing, the easiest reward hack);
 - **deterministic**: playing the reference again gives the same reward;
-- **reset**: for per-episode state, what one episode writes is gone in the next.
+- **reset**: for per-episode state, what one episode writes is gone in the next (for state
+  kind sandbox, a file written with the built-in bash tool).
 
 Failures are problems naming the split and task id; nothing stops at the first one.
 """
@@ -15,6 +16,7 @@ Failures are problems naming the split and task id; nothing stops at the first o
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -80,9 +82,33 @@ def _write_probe(state: Any) -> bool:
     return False
 
 
+def _shell(episode: Any, command: str) -> str:
+    """Run ``command`` with the built-in bash tool in ``episode``; what it printed."""
+    arguments = json.dumps({"command": command})
+    call = {"id": "probe", "type": "function", "function": {"name": "bash", "arguments": arguments}}
+    result = episode.step({"role": "assistant", "content": None, "tool_calls": [call]})
+    return str((result.info.get("tool_results") or [""])[0])
+
+
+def _check_sandbox_reset(env: Environment | CompositeEnvironment, task: Task) -> bool:
+    """Whether a file one sandbox episode writes is gone in the next (probed with bash)."""
+    with env.episode(task) as first:
+        first.reset()
+        _shell(first, f"echo written by the previous episode > {_PROBE}.txt")
+    with env.episode(task) as second:
+        second.reset()
+        return _shell(second, f"test -e {_PROBE}.txt && echo present || echo absent").startswith("absent")
+
+
 def _check_reset(env: Environment | CompositeEnvironment, task: Task, manifest_file: str) -> list[Problem]:
     if env.manifest.state.kind == "none" or env.manifest.state.reset != "per-episode":
         return []
+    if env.manifest.state.kind == "sandbox":
+        if "bash" not in env.manifest.harness.builtin_tools or _check_sandbox_reset(env, task):
+            return []
+        return [Problem("error", "check-reset",
+                        f"{task.split}/{task.id}: an episode's writes reached the next episode's workspace",
+                        file=manifest_file, field="state", hint="this is a bug of the sandbox state kind")]
     with env.episode(task) as first:
         first.reset()
         before = _fingerprint(first.state)
