@@ -299,3 +299,26 @@ def test_the_bundles_own_tools_receive_the_workspace(tmp_path: Path) -> None:
     with envhub.load(root, trust_code=True) as env:
         _, outputs = play(env, "greeting", [turn(call("count_files"))])
     assert outputs == ["1"]  # README
+
+
+def test_check_notices_a_workspace_that_outlives_its_episode(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from envhub.runtime import SandboxStateFactory, StateHandle, self_test
+
+    root = make_bundle(tmp_path / "b", tasks=TASKS[:1])
+    with envhub.load(root, trust_code=True) as env:
+        assert [p.code for p in self_test(env).problems] == []
+        # The control: a factory that hands every episode the same workspace is caught.
+        kept: list[StateHandle] = []
+        make = SandboxStateFactory.new
+
+        def shared(self: SandboxStateFactory, task: Any) -> StateHandle:
+            if not kept:
+                kept.append(make(self, task))
+            return StateHandle(kept[0].value, loop=kept[0].loop)
+
+        monkeypatch.setattr(SandboxStateFactory, "new", shared)
+        try:
+            problems = self_test(env).problems
+        finally:
+            kept[0].release()
+    assert "check-reset" in [p.code for p in problems]
