@@ -40,8 +40,9 @@ ALL = [(split, row["id"]) for split in SPLITS for row in rows(split)]
 
 
 def bash(command: str, i: int = 0) -> dict[str, Any]:
+    arguments = json.dumps({"command": command})
     return {"role": "assistant", "content": None, "tool_calls": [
-        {"id": f"c{i}", "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": command})}}]}
+        {"id": f"c{i}", "type": "function", "function": {"name": "bash", "arguments": arguments}}]}
 
 
 def play(env: Any, split: str, task_id: str, actions: list[Any]) -> tuple[Any, list[str]]:
@@ -62,7 +63,8 @@ def test_generate_reproduces_the_tasks_and_tests(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     for split in SPLITS:
-        assert (tmp_path / "tasks" / f"{split}.jsonl").read_bytes() == (BUNDLE / "tasks" / f"{split}.jsonl").read_bytes()
+        made_rows = (tmp_path / "tasks" / f"{split}.jsonl").read_bytes()
+        assert made_rows == (BUNDLE / "tasks" / f"{split}.jsonl").read_bytes(), split
     made = {p.relative_to(tmp_path): p.read_bytes() for p in (tmp_path / "tests").rglob("*") if p.is_file()}
     shipped = {p.relative_to(BUNDLE): p.read_bytes() for p in (BUNDLE / "tests").rglob("*") if p.is_file()}
     assert made == shipped
@@ -73,7 +75,7 @@ def test_the_tasks_span_three_levels_and_the_test_split_is_held_out() -> None:
     for split in SPLITS:
         assert {row["difficulty"] for row in rows(split)} == {1, 2, 3}, split
     public = {row["id"] for split in ("train", "dev") for row in rows(split)}
-    heldout = [row for row in rows("test")]
+    heldout = rows("test")
     # Public tasks name their directory of tests; held-out tasks carry theirs inline, so the
     # public tests/ directory holds nothing of theirs.
     assert {p.name for p in (BUNDLE / "tests").iterdir()} == public

@@ -70,7 +70,8 @@ check csv-files-moved test -f data/sales.csv -a -f data/stock.csv
 check log-files-moved test -f logs/server.log
 check others-stay test -f inbox/README
 check inbox-sorted bash -c '! ls inbox | grep -qE "\\.(txt|csv|log)$"'
-check contents-kept bash -c 'grep -qx "Quarterly report: sales up 4%." text/report.txt && grep -qx "pads,12" data/stock.csv'
+check contents-kept bash -c 'grep -qx "Quarterly report: sales up 4%." text/report.txt \
+&& grep -qx "pads,12" data/stock.csv'
 """)
     return {
         "id": "organise-inbox", "difficulty": 1, "files": files,
@@ -160,7 +161,8 @@ def status_counts() -> dict[str, Any]:
     expected = "".join(f"{code} {n}\n" for code, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
     tests = run_tests("status-counts", """
 check file-written test -f status_counts.txt
-check every-code-counted bash -c 'test "$(cut -d" " -f1 status_counts.txt | sort)" = "$(cut -d" " -f1 "$T/expected.txt" | sort)"'
+check every-code-counted bash -c 'test "$(cut -d" " -f1 status_counts.txt | sort)" \
+= "$(cut -d" " -f1 "$T/expected.txt" | sort)"'
 check counts-and-order diff "$T/expected.txt" status_counts.txt
 """)
     return {
@@ -213,7 +215,8 @@ def fix_backup_script() -> dict[str, Any]:
 check documents-backed-up test -f "backups/my documents/letter one.txt" -a -f "backups/my documents/plan.txt"
 check copies-equal diff "my documents/letter one.txt" "backups/my documents/letter one.txt"
 try_script() {
-    mkdir -p "/tmp/check dir/x" && printf 'one\\n' > "/tmp/check dir/a b.txt" && printf 'two\\n' > "/tmp/check dir/c.txt"
+    mkdir -p "/tmp/check dir/x" && printf 'one\\n' > "/tmp/check dir/a b.txt" \
+&& printf 'two\\n' > "/tmp/check dir/c.txt"
     rm -rf "backups/check dir"
     bash backup.sh "/tmp/check dir" 2>/dev/null
     test "$(cat "backups/check dir/a b.txt")" = one && test "$(cat "backups/check dir/c.txt")" = two
@@ -359,7 +362,8 @@ except Exception:
 
 def fix_failing_tests() -> dict[str, Any]:
     files = {
-        "wordstats/__init__.py": "from wordstats.core import top_words, word_count\n\n__all__ = [\"top_words\", \"word_count\"]\n",
+        "wordstats/__init__.py": "from wordstats.core import top_words, word_count\n\n"
+                                 "__all__ = [\"top_words\", \"word_count\"]\n",
         "wordstats/core.py": WORDSTATS_CORE_BUGGY,
         "test_wordstats.py": WORDSTATS_TESTS,
         "README.md": "wordstats: word statistics. Run the tests with `python3 -m unittest -v`.\n",
