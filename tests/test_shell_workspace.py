@@ -261,3 +261,18 @@ def test_concurrent_workspaces_are_separate() -> None:
         return list(await asyncio.gather(*(one(i) for i in range(8))))
 
     assert asyncio.run(main()) == [f"{i}\nmine.txt\n" for i in range(8)]
+
+
+def test_a_workspace_closed_from_another_loop_is_ended_and_removed(tmp_path: Path) -> None:
+    loop = asyncio.new_event_loop()
+    try:
+        ws = loop.run_until_complete(ShellWorkspace.start(limits=LIMITS, temp_dir=tmp_path))
+        assert loop.run_until_complete(ws.run("echo hi")).output == "hi\n"
+        [own] = list(tmp_path.iterdir())
+        assert len(list(own.iterdir())) == 1
+        with pytest.raises(WorkspaceError, match="used from another event loop than the one that started it"):
+            asyncio.run(ws.run("echo hi"))
+        asyncio.run(ws.close())  # another loop
+        assert list(own.iterdir()) == []
+    finally:
+        loop.close()

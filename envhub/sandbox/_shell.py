@@ -182,7 +182,9 @@ def _tree_size(root: Path) -> int:
 class ShellWorkspace:
     """A workspace inside a sandbox, with a shell: see the module's docstring.
 
-    Use ``async with await ShellWorkspace.start(...) as workspace``, or call :meth:`close`."""
+    Use ``async with await ShellWorkspace.start(...) as workspace``, or call :meth:`close`.
+    A workspace belongs to the event loop that started it: use it there; :meth:`close` from
+    another loop kills it at once."""
 
     def __init__(self, session: Session, limits: ShellLimits, sandbox: Sandbox) -> None:
         self._session = session
@@ -259,6 +261,10 @@ class ShellWorkspace:
             raise WorkspaceError("the workspace is closed")
         if self._dead:
             raise WorkspaceError(f"the workspace's sandbox ended: {self._dead}")
+        proc = self._session._proc
+        if proc is not None and proc.loop is not asyncio.get_running_loop():
+            raise WorkspaceError("the workspace was used from another event loop than the one that started it",
+                                 hint="use a workspace on the loop that started it")
         self._session.send(request)
         answer = await self._receive(wait_s)
         if answer.get("event") == "error":
@@ -354,6 +360,13 @@ class ShellWorkspace:
         await self._end()
 
     async def _end(self) -> None:
+        proc = self._session._proc
+        if proc is not None and self._session.outcome is None and proc.loop is not asyncio.get_running_loop():
+            # Closed from another event loop than the one that started it (whose pipes these
+            # are, and which may be closed): kill the sandbox and remove its files from here.
+            proc.kill()
+            _remove_tree(self._session._root)
+            return
         with contextlib.suppress(Exception):
             self._session.close_input()
         if self._session.outcome is None:
