@@ -225,7 +225,6 @@ def _read_task(directory: Path, problems: list[Problem]) -> _Task | None:
 
 
 def _read_harbor(task: _Task, problems: list[Problem]) -> None:
-    start = len(problems)
     path = task.dir / "task.toml"
     try:
         config = tomllib.loads(path.read_text(encoding="utf-8"))
@@ -239,10 +238,11 @@ def _read_harbor(task: _Task, problems: list[Problem]) -> None:
     else:
         task.instruction = instruction.read_text(encoding="utf-8", errors="replace")
         task.report.kept.append("instruction.md as the prompt")
+    tables = len(problems)
     for section in ("metadata", "verifier", "agent", "environment", "task", "solution"):
         if section in config and not isinstance(config[section], dict):
             _problem(problems, path, "must be a table", field=section)
-    if len(problems) > start:
+    if len(problems) > tables:
         return
     metadata = dict(config.get("metadata", {}))
     task.difficulty = _difficulty(task, metadata.pop("difficulty", None), path, "metadata.difficulty", problems)
