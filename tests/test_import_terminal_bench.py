@@ -166,7 +166,7 @@ def test_validate_strict_check_passes_on_the_imported_bundle(imported: Path) -> 
 def test_references_score_one_and_doing_nothing_scores_less(imported: Path, task_id: str, nothing: float) -> None:
     with envhub.load(imported, trust_code=True) as env:
         task = env.task("test", task_id)
-        scores = []
+        scores: list[Any] = []
         for actions in (env.reference_actions(task), ["Done."]):
             with env.episode(task) as episode:
                 episode.reset()
@@ -194,7 +194,8 @@ def test_a_reward_file_left_by_the_agent_does_not_count(imported: Path) -> None:
         episode.reset()
         episode.step(call)
         episode.step("Done.")
-        assert episode.score.reward == 0.0
+        score = episode.score
+        assert score is not None and score.reward == 0.0
 
 
 # --- the runner that stands in for pytest -------------------------------------------------------
