@@ -382,6 +382,26 @@ SLOW: tuple[str, ...] = (
     "test_terminal_output.py::test_registry_text_shows_escapes",  # 14.4 s
     "test_terminal_output.py::test_validate_and_errors_quoting_a_manifest_value_show_escapes",  # 4.8 s
     "test_terminal_output.py::test_info_of_a_bundle_shows_escapes",  # 2.2 s
+    # Modules added since that run, measured on their own (one process, the same machine):
+    # test_example_terminal_tasks.py: 7 s
+    "test_example_terminal_tasks.py::test_the_reference_scores_one_and_doing_nothing_less",  # 5.6 s
+    "test_example_terminal_tasks.py::test_eval_of_the_reference_from_the_command_line",  # 1.5 s
+    # test_rollout_record.py: 1 s
+    "test_rollout_record.py::test_resuming_a_file_with_a_broken_line_is_an_error_without_a_traceback",  # 1.0 s
+    # test_sandbox_state.py: 3 s
+    "test_sandbox_state.py::test_overlong_commands_are_killed_and_the_episode_goes_on",  # 1.4 s
+    "test_sandbox_state.py::test_a_fork_bomb_and_a_full_disk_are_contained_and_the_episode_goes_on",  # 1.4 s
+    # test_shell_containment.py: 5 s
+    "test_shell_containment.py::test_a_fork_bomb_is_contained_and_reported",  # 2.1 s
+    "test_shell_containment.py::test_a_command_past_its_timeout_is_killed_and_reported",  # 1.6 s
+    "test_shell_containment.py::test_cpu_time_over_the_limit_is_killed_and_reported",  # 1.4 s
+    # test_workspace_tests.py: 9 s
+    "test_workspace_tests.py::test_a_runner_killed_at_its_timeout_is_reported",  # 2.2 s
+    "test_workspace_tests.py::test_validate_check_trust",  # 2.0 s
+    "test_workspace_tests.py::test_a_scripted_agent_cannot_print_its_way_to_a_reward",  # 1.5 s
+    "test_workspace_tests.py::test_the_reference_solution_scores_one",  # 1.3 s
+    "test_workspace_tests.py::test_the_tests_are_out_of_the_agents_reach",  # 1.2 s
+    "test_workspace_tests.py::test_eval_with_a_model_scripting_bash_calls",  # 1.0 s
 )
 
 
