@@ -178,7 +178,7 @@ class Environment:
             return [{"role": "assistant", "content": reference}]
         if isinstance(reference, list):
             return [_reference_turn(turn, i) for i, turn in enumerate(reference)]
-        if "bash" in self._harness.builtin_tools and "solution" in task.data:
+        if "bash" in self.manifest.harness.builtin_tools and "solution" in task.data:
             return _shell_reference(task.data["solution"])
         verifier = self.manifest.verifier
         for spec in getattr(verifier, "criteria", None) or [verifier]:
