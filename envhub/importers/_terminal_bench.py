@@ -760,7 +760,8 @@ def _write_bundle(root: Path, tasks: list[_Task], name: str, split: str, network
                          "`envhub import terminal-bench --network` shares the host's network instead")
     notes.append(f"the split `{split}` is not held out: the source tasks are published")
     notes.append("the base is the host's read-only system (base = \"host\"): bash, coreutils and python3 with its "
-                 "standard library; no package the source's Dockerfile installs")
+                 "standard library; no package the source's Dockerfile installs. To have them, set [state] base to a "
+                 "root filesystem archive of the built image (for example from `docker export`)")
 
     difficulty = all(t.difficulty is not None for t in tasks)
     if not difficulty and any(t.difficulty is not None for t in tasks):
