@@ -137,3 +137,41 @@ def test_eval_of_the_reference_from_the_command_line(tmp_path: Path) -> None:
     assert result.code == 0, result.err
     summary = json.loads((tmp_path / "records.summary.json").read_text())
     assert summary["mean_reward"] == 1.0 and summary["errors"] == 0
+
+
+def test_eval_with_a_model_calling_the_shell_and_file_tools(tmp_path: Path, openai_server: Any) -> None:
+    # A scripted model on the local OpenAI-compatible server: it looks around, fixes
+    # fix-csv-total with edit_file and runs each other reference command through bash.
+    dev = {row["prompt"]: row for row in rows("dev")}
+
+    def tool_call(i: int, name: str, **arguments: Any) -> dict[str, Any]:
+        return {"role": "assistant", "content": None, "tool_calls": [
+            {"id": f"c{i}", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}]}
+
+    def script(request: Any) -> Any:
+        row = dev[request.first_user_content]
+        done = sum(1 for m in request.messages if m["role"] == "tool")
+        plan: list[tuple[str, dict[str, Any]]] = [("list_files", {"path": "."})]
+        if row["id"] == "fix-csv-total":
+            plan += [("read_file", {"path": "total.py"}),
+                     ("edit_file", {"path": "total.py", "old": "rows[2:]", "new": "rows[1:]"}),
+                     ("bash", {"command": row["solution"][1]})]
+        else:
+            plan += [("bash", {"command": command}) for command in row["solution"]]
+        if done < len(plan):
+            name, arguments = plan[done]
+            return tool_call(done, name, **arguments)
+        return "Done."
+
+    openai_server.script = script
+    out = tmp_path / "records.jsonl"
+    result = run_envhub("eval", str(BUNDLE), "--split", "dev", "--policy", "openai:test-model", "-o", str(out),
+                        "--json", "--trust", env={"OPENAI_BASE_URL": openai_server.base_url,
+                                                  "OPENAI_API_KEY": "sk-local"})
+    assert result.code == 0, result.err
+    assert json.loads(result.out)["mean_reward"] == 1.0
+    records = {r["task_id"]: r for r in map(json.loads, out.read_text().splitlines())}
+    assert sorted(records) == ["csv-join", "fix-csv-total", "fix-permissions", "rename-lowercase"]
+    assert all(r["error"] is None for r in records.values())
+    names = [c["function"]["name"] for c in records["fix-csv-total"]["tool_calls"]]
+    assert names == ["list_files", "read_file", "edit_file", "bash"]
