@@ -112,7 +112,7 @@ async def run_rollout(plan: RolloutPlan, job: RolloutJob) -> RolloutRecord:
     except Exception as e:
         error = RolloutError(kind="exception", type=type(e).__name__, message=str(e))
     finally:
-        episode.close()
+        await episode.aclose()
     messages = episode.messages
     child = getattr(env, "task_provenance", None)
     origin = child(task) if child is not None else None
