@@ -45,9 +45,14 @@ def test_the_workflow_runs_on_pushes_and_pull_requests(workflow: dict[str, Any])
 
 
 def test_it_installs_envhub_rl_and_pytest(workflow: dict[str, Any]) -> None:
+    from packaging.requirements import Requirement
+
     command = shlex.split(steps(workflow)["install"]["run"])
     assert command[:4] == ["python", "-m", "pip", "install"]
-    assert command[4:] == ["envhub-rl", "pytest>=8"]  # never the unrelated "envhub" on PyPI
+    envhub, pytest_ = (Requirement(r) for r in command[4:])
+    # Never the unrelated "envhub" on PyPI; from the repository until envhub-rl is on an index.
+    assert (envhub.name, envhub.url) == ("envhub-rl", "git+https://github.com/envhub/envhub@main")
+    assert str(pytest_) == "pytest>=8"
 
 
 def test_it_validates_strictly_with_annotations_then_runs_pytest(workflow: dict[str, Any]) -> None:
