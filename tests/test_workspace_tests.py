@@ -290,3 +290,46 @@ def test_a_scripted_agent_cannot_print_its_way_to_a_reward(tmp_path: Path, opena
     assert result.code == 0, result.err
     rewards = {json.loads(line)["task_id"]: json.loads(line)["reward"] for line in out.read_text().splitlines()}
     assert rewards == {"greeting": 0.0, "fix-add": 0.5, "max": 0.5}
+
+
+def _held_out(root: Path, *, inline: bool) -> Path:
+    """``root``'s train split also declared as a held-out test split; its tests inline (and no
+    task directories) when ``inline``."""
+    text = (root / "envhub.toml").read_text().replace(
+        'splits.train = { path = "tasks/train.jsonl" }',
+        'splits.train = { path = "tasks/train.jsonl" }\nsplits.test = { path = "tasks/test.jsonl", held-out = true }')
+    if inline:
+        text = text.replace('task-directory = "tasks/{id}"\n', "").replace(
+            'kind = "workspace-tests"', 'kind = "workspace-tests"\ntests-field = "tests"')
+    (root / "envhub.toml").write_text(text)
+    tests = {"t_a.sh": "test -f /workspace/a.txt\n"} if inline else "secret"
+    (root / "tasks" / "test.jsonl").write_text(json.dumps(
+        {"id": "secret", "prompt": "make a.txt", "files": {}, "setup": "", "tests": tests, "solution": "touch a.txt"})
+        + "\n")
+    if not inline:
+        (root / "tasks" / "secret").mkdir()
+        (root / "tests" / "secret").mkdir()
+        (root / "tests" / "secret" / "t_a.sh").write_text("test -f /workspace/a.txt\n")
+    return root
+
+
+def test_validate_refuses_a_held_out_tasks_tests_and_directory_in_the_public_bundle(tmp_path: Path) -> None:
+    """Only a held-out split's rows go to the held-out archive: a held-out task's tests or
+    starting directory kept as directories of the bundle would be published."""
+    root = _held_out(make_bundle(tmp_path / "b"), inline=False)
+    result = run_envhub("validate", str(root))
+    assert result.code == 2
+    assert ("held-out task 'secret': its tests tests/secret are a directory of the bundle, and would be published "
+            "with it") in result.out
+    assert ("held-out task 'secret': its task directory 'tasks/secret' is a directory of the bundle, and would be "
+            "published with it") in result.out
+
+
+def test_a_held_out_task_with_its_tests_inline_is_valid(tmp_path: Path) -> None:
+    """The positive control: the same held-out task with its tests and files in its row."""
+    tasks = [{"id": "pub", "prompt": "make a.txt", "files": {}, "setup": "",
+              "tests": {"t_a.sh": "test -f /workspace/a.txt\n"}, "solution": "touch a.txt"}]
+    root = _held_out(make_bundle(tmp_path / "b", tasks=tasks), inline=True)
+    result = run_envhub("validate", str(root))
+    assert "heldout-leak" not in result.out and "would be published" not in result.out, result.out
+    assert result.code == 0, result.out

@@ -3,6 +3,7 @@ problem. Nothing here imports environment code."""
 
 from __future__ import annotations
 
+import itertools
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -270,7 +271,10 @@ def _sandbox_problems(root: Path, m: Manifest, at, plugins: PluginLookup) -> Ite
             continue
         for row, _ in _rows(target, m.tasks.format, plugins):
             task_id = str(row.get(m.tasks.id_field))
-            for problem in _sandbox_task(root, m, task_id, row, tests, tests_dirs, at):
+            problems = _sandbox_task(root, m, task_id, row, tests, tests_dirs, at)
+            if split.held_out:
+                problems = itertools.chain(problems, _held_out_task_files(m, task_id, row, tests, at))
+            for problem in problems:
                 if seen < 10:
                     yield problem
                 seen += 1
@@ -320,6 +324,26 @@ def _sandbox_task(root: Path, m: Manifest, task_id: str, row: dict[str, Any],  #
         if why is not None:
             yield Problem("error", "bad-tests", f"task {task_id!r}: its tests {v.tests_directory}/{value} {why}",
                           hint="create the directory with the task's tests", **at(field_name, *loc))
+
+
+def _held_out_task_files(m: Manifest, task_id: str, row: dict[str, Any],  # type: ignore[no-untyped-def]
+                         tests: list[tuple[str, tuple[str | int, ...], WorkspaceTests]], at) -> Iterator[Problem]:
+    """A held-out task whose tests or starting directory are directories of the bundle: they
+    would be published in the public archive (only the task rows of a held-out split go to the
+    held-out archive), and a published test tells what the held-out task asks."""
+    if m.state.task_directory is not None:
+        rel = m.state.task_directory.replace("{id}", task_id)
+        yield Problem("error", "heldout-leak", f"held-out task {task_id!r}: its task directory {rel!r} is a directory "
+                      "of the bundle, and would be published with it",
+                      hint="give held-out tasks their starting files in their rows (files-field), which stay in the "
+                           "held-out archive", **at("state.task-directory", "state", "task-directory"))
+    for field_name, loc, v in tests:
+        value = task_id if v.tests_field is None else row.get(v.tests_field)
+        if not isinstance(value, dict):
+            yield Problem("error", "heldout-leak", f"held-out task {task_id!r}: its tests {v.tests_directory}/{value} "
+                          "are a directory of the bundle, and would be published with it",
+                          hint="give held-out tasks their tests inline in their rows (a table of path to text in the "
+                               "tests-field), which stay in the held-out archive", **at(field_name, *loc))
 
 
 def _rows(path: Path, format: str, plugins: PluginLookup) -> Iterator[tuple[dict[str, Any], str | None]]:
