@@ -201,7 +201,7 @@ def test_mounts_are_read_only_copies(tmp_path: Path) -> None:
     ({"mounts": {"/workspace/tests": "."}}, "mounts['/workspace/tests']: /workspace/tests is taken by the sandbox"),
     ({"mounts": {"/proc": "."}}, "/proc is taken by the sandbox itself"),
     ({"mounts": {"/tests": "/nonexistent-dir"}}, "mounts['/tests']: /nonexistent-dir is not a directory"),
-    ({"base": Path("rootfs.tar")}, "base rootfs.tar: base filesystems other than the host's are not supported yet"),
+    ({"base": Path("rootfs.tar")}, "base rootfs.tar: no such file"),
     ({"seed": Path("/nonexistent-seed")}, "seed /nonexistent-seed: not a directory"),
 ], ids=["relative-mount", "mount-in-workspace", "mount-on-proc", "mount-missing", "base", "seed-missing"])
 def test_start_refuses_bad_input(kwargs: dict[str, Any], message: str) -> None:
@@ -276,3 +276,109 @@ def test_a_workspace_closed_from_another_loop_is_ended_and_removed(tmp_path: Pat
         assert list(own.iterdir()) == []
     finally:
         loop.close()
+
+
+# --- base filesystems: a root filesystem shipped as a tar archive --------------------------------
+
+def _rootfs(tmp_path: Path) -> Path:
+    """A small root filesystem made of this machine's bash, cat, ls and their libraries, with a
+    marker file; as a tar.gz archive."""
+    import shutil
+    import subprocess
+    import tarfile
+
+    root = tmp_path / "rootfs"
+    binaries = [shutil.which(name) for name in ("bash", "cat", "ls")]
+    files = {os.path.realpath(b) for b in binaries if b}
+    for binary in list(files):
+        ldd = subprocess.run(["ldd", binary], capture_output=True, text=True).stdout
+        files |= {word for word in ldd.split() if word.startswith("/")}
+    for name in files:
+        target = root / "usr" / "bin" / Path(name).name if name in {os.path.realpath(b) for b in binaries if b} \
+            else root / name.lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(os.path.realpath(name), target)
+    for link in ("bin", "lib", "lib64"):
+        if not (root / link).exists() and (root / "usr" / link).exists():
+            (root / link).symlink_to(f"usr/{link}")
+    (root / "etc").mkdir()
+    (root / "etc" / "marker").write_text("the bundle's root filesystem\n")
+    (root / "usr" / "bin" / "cat").chmod(0o4755)  # set-uid: dropped on extraction
+    archive = tmp_path / "rootfs.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(root, arcname=".")
+    return archive
+
+
+@pytest.mark.skipif(sys.platform != "linux" or not os.path.exists("/usr/bin/ldd"), reason="needs ldd")
+def test_a_base_filesystem_is_the_sandbox_root(tmp_path: Path, seed: Path) -> None:
+    archive = _rootfs(tmp_path)
+    cache = tmp_path / "cache"
+
+    async def body(ws: ShellWorkspace) -> list[str]:
+        outputs = [(await ws.run(c)).output for c in (
+            "cat /etc/marker; ls /usr/bin; stat -c %a /usr/bin/cat 2>/dev/null || ls -l /usr/bin/cat",
+            "python3 -V; ls /usr/share", "cd src && export FOO=bar", "pwd; echo $FOO; cat main.py",
+            "echo x > /usr/bin/new; echo x > /etc/new")]
+        await ws.edit_file("src/main.py", "x = 1", "x = 3")
+        return [*outputs, await ws.read_file("src/main.py")]
+
+    first = run(seed, body, base=archive, base_cache=cache)
+    assert first[0].startswith("the bundle's root filesystem\nbash\ncat\nls\n"), first[0]
+    assert "-rwxr-xr-x" in first[0] or first[0].endswith("755\n")  # no set-uid bit
+    assert "python3: command not found" in first[1] and "cannot access '/usr/share'" in first[1]  # not the host's
+    assert first[3] == "/workspace/src\nbar\nx = 1\nprint(x)\n"
+    assert first[4].count("Read-only file system") == 2
+    assert first[5] == "x = 3\nprint(x)\n"
+    [extracted] = [p for p in cache.iterdir()]
+    stamp = (extracted / "root" / "etc" / "marker").stat().st_mtime_ns
+    run(seed, lambda ws: ws.run("true"), base=archive, base_cache=cache)  # extracted once per digest
+    assert list(cache.iterdir()) == [extracted] and (extracted / "root" / "etc" / "marker").stat().st_mtime_ns == stamp
+
+
+def _archive(tmp_path: Path, members: list[tuple[str, str, str]]) -> Path:
+    """A tar archive of (name, kind, link target or content) members."""
+    import io
+    import tarfile
+
+    archive = tmp_path / "bad.tar"
+    with tarfile.open(archive, "w") as tar:
+        for name, kind, value in members:
+            info = tarfile.TarInfo(name)
+            if kind == "file":
+                data = value.encode()
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+                continue
+            info.type = {"dir": tarfile.DIRTYPE, "sym": tarfile.SYMTYPE, "hard": tarfile.LNKTYPE,
+                         "chr": tarfile.CHRTYPE}[kind]
+            info.linkname = value
+            tar.addfile(info)
+    return archive
+
+
+@pytest.mark.parametrize(("members", "message"), [
+    ([("/etc/passwd", "file", "x")], "member '/etc/passwd' has an absolute path"),
+    ([("../../escape", "file", "x")], "member '../../escape' climbs out of the archive with '..'"),
+    ([("esc", "sym", "/tmp"), ("esc/x", "file", "x")], "member 'esc/x' goes through a symbolic link"),
+    ([("h", "hard", "/etc/passwd")], "hard link 'h' to '/etc/passwd', not a file of the archive"),
+    ([("a", "file", "x"), ("h", "hard", "../a")], "hard link 'h' to '../a', not a file of the archive"),
+], ids=["absolute", "dotdot", "through-link", "hard-link-out", "hard-link-dotdot"])
+def test_an_unsafe_base_archive_is_refused(tmp_path: Path, members: list[tuple[str, str, str]],
+                                           message: str) -> None:
+    archive = _archive(tmp_path, members)
+    with pytest.raises(WorkspaceError) as info:
+        asyncio.run(ShellWorkspace.start(base=archive, base_cache=tmp_path / "cache"))
+    assert message in str(info.value)
+    assert not (tmp_path / "escape").exists() and [p.name for p in (tmp_path / "cache").iterdir()] == []
+
+
+def test_a_base_archive_leaves_device_files_out(tmp_path: Path) -> None:
+    from envhub.sandbox._rootfs import prepare_base
+
+    archive = _archive(tmp_path, [("dev", "dir", ""), ("dev/sda", "chr", ""), ("etc", "dir", ""),
+                                  ("etc/f", "file", "f"), ("etc/g", "hard", "etc/f")])
+    root = prepare_base(archive, tmp_path / "cache")
+    assert sorted(str(p.relative_to(root)) for p in root.rglob("*")) == ["dev", "etc", "etc/f", "etc/g"]
+    assert (root / "etc" / "g").read_text() == "f"
+    assert prepare_base(archive, tmp_path / "cache") == root

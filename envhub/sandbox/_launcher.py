@@ -69,6 +69,10 @@ _SYS_LANDLOCK_CREATE_RULESET, _SYS_LANDLOCK_ADD_RULE, _SYS_LANDLOCK_RESTRICT_SEL
 _DEVICES = ("null", "zero", "full", "random", "urandom")
 # Top-level paths that merged-/usr systems make symlinks into /usr.
 _ROOT_LINKS = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+#: Where the interpreter's standard library is inside a sandbox on a base filesystem.
+BASE_STDLIB = "/.envhub/stdlib"
+# A base filesystem's top-level entries the sandbox makes its own.
+_BASE_SKIPPED = frozenset({"proc", "dev", "tmp", ".envhub"})
 
 
 class SetupError(Exception):
@@ -216,7 +220,21 @@ def _build_root(ns: _Namespaces, job: dict[str, Any]) -> None:
 
     ns.mount(None, "/", None, _MS_REC | _MS_PRIVATE)
     devices = [f"/dev/{name}" for name in _DEVICES]
-    fds = _open_paths([*job["readable"], job["workdir"], *devices])
+    base = job.get("base")
+    # A base filesystem: its top-level entries, not the host's system, and the interpreter's
+    # standard library at a private path (the guest already runs; it only imports from there).
+    entries: dict[str, str] = {}
+    if base:
+        for name in sorted(os.listdir(base)):
+            if name not in _BASE_SKIPPED and "/" + name != job["workspace"]:
+                path = os.path.join(base, name)
+                mode = os.lstat(path).st_mode
+                # A link's target read now: the sandbox's user may not reach the cache later.
+                entries[name] = "link:" + os.readlink(path) if stat.S_ISLNK(mode) else \
+                    "dir" if stat.S_ISDIR(mode) else "file"
+    readable = [os.path.join(base, n) for n, kind in entries.items() if not kind.startswith("link:")] \
+        + [job["stdlib"]] if base else job["readable"]
+    fds = _open_paths([*readable, job["workdir"], *devices])
     # Readable now, as the caller: after setresuid the sandbox's user may not read them.
     job["_tree_fds"] = [os.open(tree["archive"], os.O_RDONLY | os.O_CLOEXEC) for tree in job.get("trees", ())]
     ns.mount("tmpfs", job["root_dir"], "tmpfs", _MS_NOSUID | _MS_NODEV,
@@ -226,17 +244,27 @@ def _build_root(ns: _Namespaces, job: dict[str, Any]) -> None:
         os.setgroups([])
     os.setresgid(INNER_ID, INNER_ID, INNER_ID)
     os.setresuid(INNER_ID, INNER_ID, INNER_ID)
-    for link in _ROOT_LINKS:
-        if os.path.islink(link):
-            os.symlink(os.readlink(link), "." + link)
-    for path in job["readable"]:
-        if path in fds:
-            is_dir = stat.S_ISDIR(os.fstat(fds[path]).st_mode)
-            ns.bind_readonly(f"/proc/self/fd/{fds[path]}", _place(path, is_dir))
-    for path in job["hidden"]:
-        if os.path.isdir("." + path):
-            ns.mount("tmpfs", "." + path, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC,
-                     "size=4k,mode=0555")
+    if base:
+        for name, kind in entries.items():
+            path = os.path.join(base, name)
+            if kind.startswith("link:"):
+                os.symlink(kind[len("link:"):], "./" + name)
+            elif path in fds:
+                ns.bind_readonly(f"/proc/self/fd/{fds[path]}", _place("/" + name, kind == "dir"))
+        if job["stdlib"] in fds:
+            ns.bind_readonly(f"/proc/self/fd/{fds[job['stdlib']]}", _place(BASE_STDLIB, True))
+    else:
+        for link in _ROOT_LINKS:
+            if os.path.islink(link):
+                os.symlink(os.readlink(link), "." + link)
+        for path in job["readable"]:
+            if path in fds:
+                is_dir = stat.S_ISDIR(os.fstat(fds[path]).st_mode)
+                ns.bind_readonly(f"/proc/self/fd/{fds[path]}", _place(path, is_dir))
+        for path in job["hidden"]:
+            if os.path.isdir("." + path):
+                ns.mount("tmpfs", "." + path, "tmpfs", _MS_RDONLY | _MS_NOSUID | _MS_NODEV | _MS_NOEXEC,
+                         "size=4k,mode=0555")
     dev = _place("/dev", True)
     ns.mount("tmpfs", dev, "tmpfs", _MS_NOSUID | _MS_NOEXEC, "size=64k,mode=0755")
     for path in devices:
@@ -506,7 +534,7 @@ def _enter_namespaces(ns: _Namespaces, job: dict[str, Any]) -> bool:
         try:
             _map_ids(child)
         except SetupError as e:
-            print(f"envhub sandbox: {e}", file=sys.stderr)
+            print(f"envhub sandbox: {e}", file=sys.stderr, flush=True)
             os._exit(EXIT_SETUP)
         os.write(mapped_w, b"1")
         os.close(mapped_w)
@@ -548,17 +576,17 @@ def _lock_in(job: dict[str, Any]) -> tuple[list[str], list[str]]:
             if hasattr(os, "sethostname"):
                 os.sethostname("sandbox")
         except (SetupError, OSError) as e:
-            print(f"envhub sandbox: {e}", file=sys.stderr)
+            print(f"envhub sandbox: {e}", file=sys.stderr, flush=True)
             os._exit(EXIT_SETUP)
         try:
             _extract_trees(ns, job)
         except (SetupError, OSError, ValueError) as e:
-            print(f"envhub sandbox: copying a tree in: {e}", file=sys.stderr)
+            print(f"envhub sandbox: copying a tree in: {e}", file=sys.stderr, flush=True)
             os._exit(EXIT_TREE)
         try:
             ns.drop_capabilities()
         except (SetupError, OSError) as e:
-            print(f"envhub sandbox: {e}", file=sys.stderr)
+            print(f"envhub sandbox: {e}", file=sys.stderr, flush=True)
             os._exit(EXIT_SETUP)
         layers += ["user-namespace", "pid-namespace", "mount-namespace", "private-filesystem", "ipc-namespace",
                    "no-capabilities"]
@@ -568,8 +596,8 @@ def _lock_in(job: dict[str, Any]) -> tuple[list[str], list[str]]:
         missing += ["user-namespace", "pid-namespace", "mount-namespace", "private-filesystem", "ipc-namespace"]
         if not job["network"]:
             missing.append("network-namespace")
-        if job.get("workspace_bytes") or job.get("trees"):
-            print("envhub sandbox: a tmpfs workspace or a tree needs the namespaces", file=sys.stderr)
+        if job.get("workspace_bytes") or job.get("trees") or job.get("base"):
+            print("envhub sandbox: a tmpfs workspace or a tree needs the namespaces", file=sys.stderr, flush=True)
             os._exit(EXIT_TREE)
         landlock = _landlock([job["workdir"]], job["readable"], tcp=job["network"])
         if landlock:
@@ -589,6 +617,10 @@ def run(job: dict[str, Any], stdin: Any, code: list[Any] | None = None) -> None:
     """Lock in and run the job's guest: its modules, in order, in one namespace (a helper
     module, then the program). ``code`` holds them compiled already (by the zygote)."""
     layers, missing = _lock_in(job)
+    if job.get("base") and "private-filesystem" in layers:
+        stdlib = job["stdlib"]
+        sys.path[:] = [BASE_STDLIB + p[len(stdlib):] if p == stdlib or p.startswith(stdlib + "/") else p
+                       for p in sys.path]
     os.environ.clear()
     os.environ.update(job["env"])
     os.chdir(job["workspace"] if "private-filesystem" in layers else job["workdir"])
@@ -731,12 +763,18 @@ if __name__ == "__main__":
         sys.exit("usage: python -I -S -B _launcher.py zygote FD (envhub.sandbox starts it)")
     # Imported now, once: every run forked from here has them (the guests use them too).
     import base64  # noqa: F401
+    import contextlib  # noqa: F401
     import ctypes  # noqa: F401
     import io  # noqa: F401
     import math  # noqa: F401
     import resource  # noqa: F401
     import select  # noqa: F401
+    import selectors  # noqa: F401
     import socket  # noqa: F401
+    import stat  # noqa: F401
+    import subprocess  # noqa: F401
+    import time  # noqa: F401
     import types  # noqa: F401
+    import typing  # noqa: F401
 
     _Zygote(int(sys.argv[2])).serve()

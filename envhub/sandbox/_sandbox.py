@@ -98,6 +98,11 @@ def _interpreter() -> str:
     return os.path.realpath(base)
 
 
+def _stdlib() -> str:
+    prefix = os.path.realpath(sys.base_prefix)
+    return os.path.realpath(sysconfig.get_path("stdlib", vars={"installed_base": prefix, "base": prefix}))
+
+
 def _readable() -> tuple[list[str], list[str]]:
     """The paths a sandboxed interpreter needs to read, and the directories hidden beneath
     them: ``/usr`` and, wherever the interpreter lives, only its binary, its shared library
@@ -282,13 +287,15 @@ class Sandbox:
     copied into it before the lock-in, instead of a host directory bound in: nothing the run
     writes reaches the host's disk. ``mounts`` maps absolute paths inside to host directories
     copied in read-only (each on its own read-only tmpfs; both need the namespaces).
-    ``temp_dir`` is where each run's host-side files go (the system's temporary directory
-    by default); ``report_limit`` the most a run may report in all, in bytes (None: no limit
-    but the 16 MiB of one message)."""
+    ``base`` is a root filesystem (a directory, see :mod:`._rootfs`) to use instead of the
+    host's system (namespaces only). ``temp_dir`` is where each run's host-side files go (the
+    system's temporary directory by default); ``report_limit`` the most a run may report in
+    all, in bytes (None: no limit but the 16 MiB of one message)."""
 
     def __init__(self, limits: Limits | None = None, *, network: bool = False, readable: Sequence[str] = (),
                  namespaces: bool = True, workspace_mb: int | None = None, mounts: Mapping[str, Path] | None = None,
-                 temp_dir: Path | None = None, report_limit: int | None = REPORT_LIMIT) -> None:
+                 temp_dir: Path | None = None, report_limit: int | None = REPORT_LIMIT,
+                 base: Path | None = None) -> None:
         self.limits = limits or Limits()
         self.network = network
         self.readable = tuple(str(p) for p in readable)
@@ -297,6 +304,7 @@ class Sandbox:
         self.mounts = dict(mounts or {})
         self.temp_dir = temp_dir
         self.report_limit = report_limit
+        self.base = base
 
     def session(self, guest: Guest, guest_input: Any, *, workspace: Path | None = None) -> Session:
         """A run of ``guest`` with ``guest_input``, to use as ``async with sandbox.session(...)
@@ -376,7 +384,7 @@ class Session:
         the guest's input (see :meth:`_start`)."""
         readable, hidden = _paths()
         limits = self.limits
-        job = {
+        job: dict[str, Any] = {
             "namespaces": namespaces,
             "network": self.sandbox.network,
             "root_dir": str(self._root / "root"),
@@ -398,6 +406,12 @@ class Session:
             job["workspace_bytes"] = self.sandbox.workspace_mb * 2**20
         if self._trees:
             job["trees"] = self._trees
+        if self.sandbox.base is not None:
+            job["base"] = os.path.realpath(self.sandbox.base)
+            job["stdlib"] = _stdlib()
+            # A base may have no C.UTF-8 locale: its programs' own default, rather than a warning each.
+            for name in ("LANG", "LC_ALL"):
+                job["env"].pop(name, None)
         return json.dumps(job).encode("utf-8", "surrogatepass")
 
     async def _start(self, namespaces: bool) -> None:

@@ -28,7 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from envhub.errors import EnvhubError
-from envhub.sandbox._sandbox import Limits, Sandbox, Session, _remove_tree
+from envhub.sandbox._rootfs import BaseArchiveError, prepare_base
+from envhub.sandbox._sandbox import Limits, Sandbox, Session, _Kernel, _remove_tree, aprobe
 
 __all__ = ["CommandResult", "ShellLimits", "ShellWorkspace", "WorkspaceError", "remove_stale_workspaces"]
 
@@ -197,15 +198,27 @@ class ShellWorkspace:
     @classmethod
     async def start(cls, seed: Path | None = None, limits: ShellLimits | None = None, *,
                     mounts: Mapping[str, Path] | None = None, base: Path | None = None,
-                    temp_dir: Path | None = None) -> ShellWorkspace:
+                    base_cache: Path | None = None, temp_dir: Path | None = None) -> ShellWorkspace:
         """A new workspace: ``seed`` (a host directory, never written) copied in; each of
         ``mounts`` (a path inside, like ``/tests``, to a host directory) copied in read-only.
+        ``base`` is a root filesystem as a tar archive (tar, tar.gz, tar.bz2, tar.xz) to use
+        instead of the host's read-only system, extracted once per digest into ``base_cache``
+        (``envhub-rootfs`` in the system's temporary directory by default).
         ``temp_dir`` holds the per-process directory of host-side files (the system's
         temporary directory by default). Raises :class:`WorkspaceError` when it cannot start."""
         limits = limits or ShellLimits()
+        root = None
         if base is not None:
-            raise WorkspaceError(f"base {base}: base filesystems other than the host's are not supported yet",
-                                 hint="leave `base` out (the host's read-only system)")
+            if not Path(base).is_file():
+                raise WorkspaceError(f"base {base}: no such file", hint="base is a tar archive of a root filesystem")
+            try:
+                root = await asyncio.to_thread(prepare_base, Path(base),
+                                               Path(base_cache or Path(tempfile.gettempdir()) / "envhub-rootfs"))
+            except BaseArchiveError as e:
+                raise WorkspaceError(f"base {e}", hint="build the archive from a root filesystem, without "
+                                     "absolute paths, '..' or links out of it") from e
+            except OSError as e:
+                raise WorkspaceError(f"base {base}: could not extract it: {e}") from e
         checked = _check_mounts(mounts or {})
         if seed is not None:
             if not Path(seed).is_dir():
@@ -215,12 +228,16 @@ class ShellWorkspace:
                 raise WorkspaceError(f"seed {seed}: {size} bytes do not fit in the workspace's "
                                      f"{limits.disk_mb} MB (disk_mb)", hint="raise disk_mb")
         remove_stale_workspaces(temp_dir)
+        if root is not None and _Kernel.namespaces is None:
+            # Learn whether this machine builds namespaces on a plain sandbox first: a base that
+            # fails to mount must not be taken for a kernel without them (which lasts the process).
+            await aprobe()
         sandbox = Sandbox(
             Limits(timeout_s=_LIFETIME_S, memory_mb=max(limits.memory_mb, 512) + 64,
                    file_size_mb=limits.disk_mb + 1, open_files=1024, processes=limits.processes,
                    tmp_mb=limits.disk_mb),
             network=limits.network, workspace_mb=limits.disk_mb, mounts=checked,
-            temp_dir=_process_dir(temp_dir), report_limit=None)
+            temp_dir=_process_dir(temp_dir), report_limit=None, base=root)
         config = {"limits": {"memory_mb": limits.memory_mb, "cpu_s": limits.cpu_s, "processes": limits.processes,
                              "output_bytes": limits.output_bytes}}
         guest = [("shell_server.py", _SERVER.read_text()), ("start.py", "serve(CHANNEL, WORKSPACE, INPUT)\n")]
@@ -240,7 +257,7 @@ class ShellWorkspace:
             outcome = session.outcome
             why = first.get("message") if isinstance(first, dict) else None
             detail = why or (outcome.stderr_tail.strip() if outcome else "") or "no reason given"
-            if missing and not why:
+            if missing and not why and session.layers:
                 detail = (f"this machine gives no {', '.join(sorted(missing))} "
                           f"({'; '.join(session.missing) or 'refused'})")
             raise WorkspaceError(f"the workspace's sandbox could not start: {detail}",
