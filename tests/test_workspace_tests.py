@@ -44,7 +44,8 @@ def env(bundle: Path) -> Any:
     ("PASS a\nFAIL a\nPASS a\n", {"a": False}),
     ("collecting...\n  PASS indented\nPASSWORD x\n", {"indented": True}),
     ("nothing here\n", {}),
-], ids=["plain", "colons-and-ed", "tap", "a-failure-sticks", "noise", "none"])
+    ("ok = check()\nFAIL: = x\nPASS a\n", {"a": True}),
+], ids=["plain", "colons-and-ed", "tap", "a-failure-sticks", "noise", "none", "stray-lines-are-not-tests"])
 def test_parse_test_output(output: str, expected: dict[str, bool]) -> None:
     assert parse_test_output(output).results == expected
 

@@ -46,7 +46,9 @@ __all__ = ["JUNIT_PATH", "TestReport", "WorkspaceTestsVerifier", "parse_junit", 
 JUNIT_PATH = "/tmp/envhub-junit.xml"
 #: Output of the test run read by the verifier (the agent's limit is far lower).
 _OUTPUT_BYTES = 4 * 1024 * 1024
-_LINE = re.compile(r"^\s*(PASS(?:ED)?|FAIL(?:ED)?|ok|not ok)\b[:\s-]*\s*(?:\d+\s+-\s+)?(.*?)\s*$")
+# A test's name starts with a letter, digit, "_", ".", "/", "[" or "(": a stray line such as
+# "ok = check()" on the runner's stderr is not a test.
+_LINE = re.compile(r"^\s*(PASS(?:ED)?|FAIL(?:ED)?|ok|not ok)\b[:\s-]*\s*(?:\d+\s+-\s+)?([\w./\[(].*?)\s*$")
 
 
 class TestReport:
