@@ -214,7 +214,7 @@ class _Server:
         env = {}
         for item in fields[1:]:
             name, sep, value = item.partition(b"=")
-            if sep and name and not name.startswith(b"ENVHUB_") and os.fsdecode(name) not in _DROPPED:
+            if sep and name and os.fsdecode(name) not in _DROPPED:
                 env[os.fsdecode(name)] = os.fsdecode(value)
         if os.path.isabs(cwd):
             self.cwd = cwd
