@@ -21,6 +21,7 @@ from envhub.hookspecs import (
     TaskFormat,
     TaskGenerator,
     VerifierKind,
+    WorkspaceBackend,
     hookimpl,
 )
 
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from envhub.runtime import Executor, StateFactory
     from envhub.runtime.policies import Policy, PolicyOptions
     from envhub.runtime.verifiers import Verifier, VerifierContext
+    from envhub.sandbox import ShellLimits, ShellWorkspace
     from envhub.settings import Settings
 
 __all__ = ["Builtins"]
@@ -151,10 +153,16 @@ def _python_state(spec: Any, root: Path, load_entry_point: Callable[[str], Any])
     return python_state(spec, load_entry_point)
 
 
-def _sandbox_state(spec: Any, root: Path, load_entry_point: Callable[[str], Any]) -> StateFactory:
-    from envhub.runtime import sandbox_state
+def _sandbox_kind(manager: PluginManager) -> StateKind:
+    """State kind ``sandbox``, whose workspaces run on the backend of ``manager`` that serves
+    the scheme of ``[state] base`` (envhub's own sandbox for the host's system and archives)."""
 
-    return sandbox_state(spec, root)
+    def factory(spec: Any, root: Path, load_entry_point: Callable[[str], Any]) -> StateFactory:
+        from envhub.runtime import sandbox_state
+
+        return sandbox_state(spec, root, plugins=manager)
+
+    return StateKind("sandbox", factory, description="a shell workspace in a sandbox per episode")
 
 
 STATE_KINDS = (
@@ -162,7 +170,6 @@ STATE_KINDS = (
     StateKind("files", _files_state, description="a copy of a directory per reset"),
     StateKind("sqlite", _sqlite_state, description="a copy of an SQLite database per reset"),
     StateKind("python", _python_state, description="an object of the bundle's code (needs trust)"),
-    StateKind("sandbox", _sandbox_state, description="a shell workspace in a sandbox per episode"),
 )
 
 
@@ -261,6 +268,25 @@ def _local_executor() -> Executor:
 EXECUTORS = (ExecutorKind("local", _local_executor, description="asyncio tasks in this process"),)
 
 
+# --- workspace backends ------------------------------------------------------------------------------
+
+
+async def _host_workspace(*, seed: Path, limits: ShellLimits, mounts: Mapping[str, Path] | None = None,
+                          base: str = "") -> ShellWorkspace:
+    from envhub.sandbox import ShellWorkspace
+
+    options: dict[str, Any] = {"mounts": dict(mounts)} if mounts else {}
+    if base:
+        options["base"] = Path(base)
+    return await ShellWorkspace.start(seed=seed, limits=limits, **options)
+
+
+WORKSPACE_BACKENDS = (
+    WorkspaceBackend("host", _host_workspace,
+                     description="envhub's sandbox on the host's read-only system, or a root filesystem archive"),
+)
+
+
 # --- the plugin -------------------------------------------------------------------------------------
 
 
@@ -281,7 +307,7 @@ class Builtins:
 
     @hookimpl
     def envhub_state_kinds(self) -> list[StateKind]:
-        return list(STATE_KINDS)
+        return [*STATE_KINDS, _sandbox_kind(self._manager)]
 
     @hookimpl
     def envhub_task_formats(self) -> list[TaskFormat]:
@@ -302,6 +328,10 @@ class Builtins:
     @hookimpl
     def envhub_executors(self) -> list[ExecutorKind]:
         return list(EXECUTORS)
+
+    @hookimpl
+    def envhub_workspace_backends(self) -> list[WorkspaceBackend]:
+        return list(WORKSPACE_BACKENDS)
 
     @hookimpl
     def envhub_environments(self) -> list[EnvironmentPackage]:

@@ -34,7 +34,7 @@ pydantic, no runtime): plugins import it when ``envhub plugins`` lists them.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -59,6 +59,7 @@ __all__ = [
     "TaskFormat",
     "TaskGenerator",
     "VerifierKind",
+    "WorkspaceBackend",
     "hookimpl",
     "hookspec",
 ]
@@ -234,6 +235,37 @@ class EnvironmentPackage:
     error: str | None = None
 
 
+@dataclass(frozen=True)
+class WorkspaceBackend:
+    """Where the workspaces of state kind ``sandbox`` run, for a ``[state] base`` of scheme
+    ``scheme`` (``"oci"`` serves ``base = "oci:docker.io/library/python@sha256:..."``).
+    envhub's own sandbox is the backend of scheme ``host``: ``base = "host"`` (or no base) and
+    a root filesystem archive of the bundle.
+
+    ``start(seed=, limits=, mounts=, base=)`` is a coroutine function returning a started
+    workspace with the API of :class:`envhub.sandbox.ShellWorkspace`: ``run``, ``read_file``,
+    ``write_file``, ``edit_file``, ``list_files``, ``export``, ``close``. ``seed`` is a host
+    directory copied in (never written), ``limits`` an :class:`envhub.sandbox.ShellLimits`,
+    ``mounts`` maps a path in the workspace's system (``/tests``) to a host directory that
+    must appear there read-only, and ``base`` is the manifest's base with ``scheme:``
+    removed (for ``host``: the archive's absolute path, or ``""`` for the host's system).
+
+    ``pull(reference)``, if given, makes ``reference`` (a base without its scheme, as a lock
+    records it) available on this machine ahead of the first episode (``envhub sync``); it
+    raises :class:`envhub.errors.EnvhubError` saying why it cannot.
+    """
+
+    scheme: str
+    start: Callable[..., Awaitable[Any]]
+    pull: Callable[[str], None] | None = None
+    description: str = ""
+
+    @property
+    def name(self) -> str:
+        """The scheme: what a conflict or a listing names it by."""
+        return self.scheme
+
+
 # --- the hooks ------------------------------------------------------------------------------
 # Specifications: pluggy reads their names and signatures and never runs their bodies.
 
@@ -283,6 +315,12 @@ def envhub_policies() -> Sequence[PolicyKind]:
 @hookspec
 def envhub_executors() -> Sequence[ExecutorKind]:
     """Rollout executors this plugin provides, for ``envhub eval --executor``."""
+    raise NotImplementedError
+
+
+@hookspec
+def envhub_workspace_backends() -> Sequence[WorkspaceBackend]:
+    """Workspace backends this plugin provides, one per ``[state] base`` scheme."""
     raise NotImplementedError
 
 

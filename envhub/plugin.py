@@ -3,9 +3,9 @@
 A plugin is a module with functions marked :data:`hookimpl`, each named after a hook
 (``envhub_verifier_kinds``, ``envhub_harness_protocols``, ``envhub_state_kinds``,
 ``envhub_task_formats``, ``envhub_task_generators``, ``envhub_registry_backends``,
-``envhub_policies``, ``envhub_executors``, ``envhub_environments``) and returning a list of
-registrations, the dataclasses below; its distribution declares it as an entry point in the
-group ``envhub`` and depends on ``envhub-rl``. docs/plugins.md shows each hook::
+``envhub_policies``, ``envhub_executors``, ``envhub_workspace_backends``, ``envhub_environments``)
+and returning a list of registrations, the dataclasses below; its distribution declares it as
+an entry point in the group ``envhub`` and depends on ``envhub-rl``. docs/plugins.md shows each hook::
 
     from envhub.plugin import OptionsModel, Score, Verifier, VerifierKind, hookimpl, task_value
 
@@ -30,7 +30,7 @@ What a plugin implements or receives:
 
 - **registrations** (what hooks return): :class:`VerifierKind`, :class:`HarnessProtocol`,
   :class:`StateKind`, :class:`TaskFormat`, :class:`TaskGenerator`, :class:`RegistryBackend`,
-  :class:`PolicyKind`, :class:`ExecutorKind`, :class:`EnvironmentPackage`;
+  :class:`PolicyKind`, :class:`ExecutorKind`, :class:`WorkspaceBackend`, :class:`EnvironmentPackage`;
 - **verifiers**: subclass :class:`Verifier` (``score``, and ``ascore`` if it waits on I/O),
   built by a :data:`VerifierFactory` from its options (an :class:`OptionsModel`), a
   :class:`VerifierContext` and the other kinds' factories; read a task's fields with
@@ -38,6 +38,10 @@ What a plugin implements or receives:
 - **episodes**: :class:`Task`, :class:`Trajectory` (chat messages: dicts, as OpenAI's API
   has them), :class:`Observation`, :class:`Score`, :class:`StepResult`;
 - **state kinds**: :class:`StateFactory` and the :class:`StateHandle` its ``new`` returns;
+- **workspace backends** (where state kind ``sandbox`` runs, by the scheme of its ``base``): a
+  :class:`WorkspaceBackend` whose ``start`` takes :class:`ShellLimits` and returns an object with
+  :class:`ShellWorkspace`'s API, whose ``run`` returns :class:`CommandResult` s and whose file
+  tools raise :class:`WorkspaceError`;
 - **executors**: :class:`Executor`, running :class:`RolloutJob` s of a :class:`RolloutPlan`
   with :func:`run_rollout`;
 - **registries**: :class:`Registry` (and :class:`FsspecRegistry` to build on),
@@ -65,6 +69,7 @@ from envhub.hookspecs import (
     TaskFormat,
     TaskGenerator,
     VerifierKind,
+    WorkspaceBackend,
     hookimpl,
 )
 
@@ -110,6 +115,7 @@ if TYPE_CHECKING:
         VerifierError,
         task_value,
     )
+    from envhub.sandbox import CommandResult, ShellLimits, ShellWorkspace, WorkspaceError
     from envhub.settings import Settings
 
 #: name -> (module, attribute there), for the names imported on first use.
@@ -128,9 +134,12 @@ _WHERE: dict[str, tuple[str, str]] = {
     **{name: ("envhub.runtime.verifiers", name) for name in (
         "MissingFieldError", "Verifier", "VerifierContext", "VerifierError", "task_value")},
     "Settings": ("envhub.settings", "Settings"),
+    **{name: ("envhub.sandbox", name) for name in ("CommandResult", "ShellLimits", "ShellWorkspace",
+                                                   "WorkspaceError")},
 }
 
 __all__ = [
+    "CommandResult",
     "EnvNotFoundError",
     "EnvhubError",
     "EnvironmentPackage",
@@ -155,6 +164,8 @@ __all__ = [
     "RolloutPlan",
     "Score",
     "Settings",
+    "ShellLimits",
+    "ShellWorkspace",
     "StateFactory",
     "StateHandle",
     "StateKind",
@@ -171,6 +182,8 @@ __all__ = [
     "VerifierKind",
     "VersionConflictError",
     "VersionEntry",
+    "WorkspaceBackend",
+    "WorkspaceError",
     "hookimpl",
     "run_rollout",
     "task_value",

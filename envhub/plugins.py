@@ -60,6 +60,8 @@ BUILTIN = "envhub-rl"
 
 _NAME = re.compile(r"[a-z0-9](?:[a-z0-9._/-]*[a-z0-9])?")
 _SCHEME = re.compile(r"[a-z][a-z0-9+.-]*")
+#: Hooks whose names are URL-like schemes.
+_SCHEMES = ("registry_backends", "workspace_backends")
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,7 @@ HOOKS: dict[str, Hook] = {hook.key: hook for hook in (
     Hook("registry_backends", "registry scheme", hookspecs.RegistryBackend),
     Hook("policies", "policy", hookspecs.PolicyKind),
     Hook("executors", "executor", hookspecs.ExecutorKind),
+    Hook("workspace_backends", "workspace base scheme", hookspecs.WorkspaceBackend),
     # Installed environments come from other distributions through the built-in plugin;
     # none of them is envhub's own, so none is reserved.
     Hook("environments", "environment", hookspecs.EnvironmentPackage, reserved=False),
@@ -475,7 +478,7 @@ def _checked(hook: Hook, answer: Any) -> list[Any]:
                 from envhub.ids import parse_name
 
                 parse_name(name)  # InvalidIdError is a ValueError, with the grammar's message
-        elif not isinstance(name, str) or not (_SCHEME if hook.key == "registry_backends" else _NAME).fullmatch(name):
+        elif not isinstance(name, str) or not (_SCHEME if hook.key in _SCHEMES else _NAME).fullmatch(name):
             raise ValueError(f"invalid {hook.label} name {name!r}: use lowercase letters, digits and '-', '_', '.'")
         # The built-in plugin answers for every installed environment package, so one name
         # twice there is two distributions in conflict, not a broken plugin.

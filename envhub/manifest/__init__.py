@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from envhub.manifest._base import HOST_SCHEME, OCI_SCHEME, base_image, image_problem, split_base
 from envhub.manifest._limits import MAX_BYTES, MAX_DEPTH, MAX_ELEMENTS, MAX_KEYS, MAX_STRING
 from envhub.manifest._load import (
     MANIFEST_FILENAME,
@@ -55,11 +56,13 @@ __all__ = [
     "BUILTIN_TOOLS",
     "CANARY_PREFIX",
     "HARNESS_PROTOCOLS",
+    "HOST_SCHEME",
     "MAX_BYTES",
     "MAX_DEPTH",
     "MAX_ELEMENTS",
     "MAX_KEYS",
     "MAX_STRING",
+    "OCI_SCHEME",
     "STATE_KINDS",
     "TASK_FORMATS",
     "CodeTests",
@@ -82,6 +85,8 @@ __all__ = [
     "SandboxLimits",
     "WorkspaceTests",
     "WorkspaceTestsCriterion",
+    "base_image",
+    "image_problem",
     "local_dependencies",
     "local_dependency_problems",
     "locate",
@@ -100,6 +105,7 @@ __all__ = [
     "load_manifest",
     "manifest_json_schema",
     "parse_manifest",
+    "split_base",
     "validate_manifest_data",
 ]
 

@@ -460,8 +460,9 @@ class StateSection(_Model):
     setup_field: FieldName | None = Field(None, description="sandbox: a task field with a command run after setup.")
     network: bool | None = Field(None, description="sandbox: share the host's network (default false).")
     base: BundlePath | None = Field(
-        None, description="sandbox: 'host' (the host's read-only system, the default) or a root filesystem "
-                          "archive of the bundle (tar, tar.gz)."
+        None, description="sandbox: 'host' (the host's read-only system, the default), a root filesystem "
+                          "archive of the bundle (tar, tar.gz), or 'scheme:reference' for a plugin's backend, "
+                          "e.g. 'oci:docker.io/library/python@sha256:...' (an image by digest)."
     )
     limits: SandboxLimits | None = Field(None, description="sandbox: limits of each command.")
 

@@ -98,6 +98,7 @@ def plugin_problems(data: Mapping[str, Any], *, file: str, text: str,
             *_generator(check),
             *_protocol(check),
             *_open_name(check, ("state", "kind"), STATE_KINDS, "state_kinds", "state kind"),
+            *_base(check),
             *_verifiers(check)]
 
 
@@ -131,6 +132,26 @@ def _generator(check: _Check) -> Iterator[Problem]:
                 "no installed plugin provides task generators; install the plugin that provides it, "
                 "or name the bundle's own function as 'module:function'")
         yield check.problem(loc, "tasks.generator", f"unknown task generator {value!r}", hint)
+
+
+def _base(check: _Check) -> Iterator[Problem]:
+    """A ``scheme:reference`` base needs the plugin that runs workspaces of that scheme."""
+    from envhub.manifest._base import HOST_SCHEME, OCI_SCHEME, split_base
+
+    value = _table(check.data, "state").get("base")
+    parts = split_base(value) if isinstance(value, str) else None
+    if parts is None or parts[0] == HOST_SCHEME:
+        return
+    scheme, loc = parts[0], ("state", "base")
+    found, conflict = check.lookup("workspace_backends", scheme, loc, "state.base")
+    if conflict is not None:
+        yield conflict
+    elif found is None:
+        installed = check.installed("workspace_backends", (HOST_SCHEME,), exclude=(HOST_SCHEME,))
+        others = f"; installed plugins run {', '.join(repr(n + ':') for n in installed)}" if installed else ""
+        hint = ("install envhub-containers (pip install envhub-containers), which runs them with podman or docker"
+                if scheme == OCI_SCHEME else f"install the plugin that runs them{others}")
+        yield check.problem(loc, "state.base", f"no installed plugin runs workspaces of base scheme {scheme!r}", hint)
 
 
 def _protocol(check: _Check) -> Iterator[Problem]:

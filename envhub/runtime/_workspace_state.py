@@ -31,6 +31,7 @@ from envhub.runtime._state import StateFactory, StateHandle
 from envhub.runtime._types import Task
 
 if TYPE_CHECKING:
+    from envhub.lookup import PluginLookup
     from envhub.manifest import StateSection
     from envhub.sandbox import ShellLimits, ShellWorkspace
 
@@ -104,18 +105,28 @@ class SandboxStateFactory(StateFactory):
 
     kind = "sandbox"
 
-    def __init__(self, spec: StateSection, root: Path) -> None:
+    def __init__(self, spec: StateSection, root: Path, *, plugins: PluginLookup | None = None) -> None:
+        from envhub.manifest import HOST_SCHEME, split_base
+
         self.spec = spec
         self.root = root
+        self.plugins = plugins
         self.snapshot = root / spec.snapshot if spec.snapshot else None
         if self.snapshot is not None and not self.snapshot.is_dir():
             raise FileNotFoundError(f"state snapshot {spec.snapshot} is not a directory in {root}")
+        #: The backend's scheme, and the base as the backend takes it (see ``WorkspaceBackend``).
+        self.scheme, self.reference = HOST_SCHEME, ""
         self.base: Path | None = None
-        if spec.base not in (None, "host"):
+        parts = split_base(spec.base) if spec.base else None
+        if parts is not None:
+            self.scheme, self.reference = parts
+        elif spec.base not in (None, "host"):
             assert spec.base is not None
             self.base = root / spec.base
             if not self.base.is_file():
                 raise FileNotFoundError(f"state base {spec.base} is not a file in {root}")
+            self.reference = str(self.base.resolve())
+        self.backend = self._backend()
         self.limits = shell_limits(spec)
 
     def seed(self, task: Task, directory: Path) -> None:
@@ -151,9 +162,34 @@ class SandboxStateFactory(StateFactory):
                 commands.append((f"task field {field!r}", value))
         return commands
 
+    def _backend(self) -> Any:
+        """The :class:`~envhub.hookspecs.WorkspaceBackend` of this base's scheme, from the
+        plugins; None means envhub's own sandbox, used directly (no plugins were given)."""
+        from envhub.errors import PluginError
+
+        if self.plugins is None:
+            if self.scheme != "host":
+                raise PluginError(f"state base {self.spec.base!r} needs the plugin that runs workspaces of scheme "
+                                  f"{self.scheme!r}, and no plugins were given",
+                                  hint="load the environment with its context's plugins (envhub.load does)")
+            return None
+        backend = self.plugins.lookup("workspace_backends", self.scheme)
+        if backend is None:
+            hint = ("install envhub-containers (pip install envhub-containers), which runs them with podman or docker"
+                    if self.scheme == "oci" else "install the plugin that provides it ('envhub plugins' lists them)")
+            raise PluginError(f"no installed plugin runs workspaces of base scheme {self.scheme!r} "
+                              f"(state base {self.spec.base!r})", hint=hint)
+        return backend
+
     async def start(self, seed: Path, *, limits: ShellLimits | None = None,
                     mounts: Mapping[str, Path] | None = None) -> ShellWorkspace:
-        """A new workspace seeded with ``seed``, with this environment's limits and base."""
+        """A new workspace seeded with ``seed``, with this environment's limits and base, on
+        the backend of the base's scheme."""
+        limits = limits or self.limits
+        if self.backend is not None:
+            workspace: ShellWorkspace = await self.backend.start(seed=seed, limits=limits, mounts=dict(mounts or {}),
+                                                                 base=self.reference)
+            return workspace
         from envhub.sandbox import ShellWorkspace
 
         options: dict[str, Any] = {}
@@ -161,7 +197,7 @@ class SandboxStateFactory(StateFactory):
             options["base"] = self.base
         if mounts:
             options["mounts"] = dict(mounts)
-        return await ShellWorkspace.start(seed=seed, limits=limits or self.limits, **options)
+        return await ShellWorkspace.start(seed=seed, limits=limits, **options)
 
     async def anew(self, task: Task) -> StateHandle:
         directory = Path(tempfile.mkdtemp(prefix="envhub-seed-"))
@@ -227,6 +263,8 @@ def _closer(workspace: ShellWorkspace) -> Any:
 _PENDING: set[asyncio.Task[Any]] = set()
 
 
-def sandbox_state(spec: StateSection, root: Path) -> StateFactory:
-    """``sandbox``: a shell workspace in a sandbox per episode."""
-    return SandboxStateFactory(spec, root)
+def sandbox_state(spec: StateSection, root: Path, *, plugins: PluginLookup | None = None) -> StateFactory:
+    """``sandbox``: a shell workspace in a sandbox per episode, on the workspace backend
+    ``plugins`` provides for the scheme of ``[state] base`` (without ``plugins``: envhub's own
+    sandbox, which runs the host's system and bundle archives only)."""
+    return SandboxStateFactory(spec, root, plugins=plugins)
