@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         without_environment,
         write_environments,
     )
+    from envhub.project._images import ImagePull, bundle_images, pull_images
     from envhub.project._lockfile import (
         DEFAULT_SOURCE,
         LOCK_FILENAME,
@@ -72,6 +73,7 @@ if TYPE_CHECKING:
 _WHERE = {
     **dict.fromkeys(["EditResult", "add_environment", "remove_environment", "with_environment",
                      "without_environment", "write_environments"], "_edit"),
+    **dict.fromkeys(["ImagePull", "bundle_images", "pull_images"], "_images"),
     **dict.fromkeys(["DEFAULT_SOURCE", "LOCK_FILENAME", "LOCK_VERSION", "LockedEnv", "LockError", "Lockfile",
                      "dumps", "loads", "read_lock", "write_lock"], "_lockfile"),
     **dict.fromkeys(["OutdatedEntry", "outdated"], "_outdated"),
@@ -86,15 +88,14 @@ _WHERE = {
 }
 # Written out (not sorted(_WHERE)) so that type checkers see the re-exports;
 # tests/test_project_api.py keeps the two in agreement.
-__all__ = ["DEFAULT_SOURCE", "EditResult", "Index", "LOCK_FILENAME", "LOCK_VERSION", "LockError", "LockResult",
-           "LockedEnv", "Lockfile", "OutdatedEntry", "PYPROJECT", "Project", "ProjectTree", "PythonReport",
-           "RegistryIndex", "Requirement", "Resolution", "ResolutionError", "StaleLockError", "SyncResult",
-           "TreeNode", "add_environment", "dumps", "find_project", "install_command", "install_python",
-           "loads", "lock_project", "locked_entry", "locked_for", "outdated", "parse_requirement",
-           "python_report", "read_lock", "read_project_lock", "registry_urls", "remove_environment",
-           "require_project", "resolve", "resolve_project", "source_of", "source_url", "stale_reason",
-           "sync_project", "tree", "with_environment", "without_environment", "write_environments",
-           "write_lock"]
+__all__ = ["DEFAULT_SOURCE", "EditResult", "ImagePull", "Index", "LOCK_FILENAME", "LOCK_VERSION", "LockError",
+           "LockResult", "LockedEnv", "Lockfile", "OutdatedEntry", "PYPROJECT", "Project", "ProjectTree",
+           "PythonReport", "RegistryIndex", "Requirement", "Resolution", "ResolutionError", "StaleLockError",
+           "SyncResult", "TreeNode", "add_environment", "bundle_images", "dumps", "find_project", "install_command",
+           "install_python", "loads", "lock_project", "locked_entry", "locked_for", "outdated", "parse_requirement",
+           "pull_images", "python_report", "read_lock", "read_project_lock", "registry_urls", "remove_environment",
+           "require_project", "resolve", "resolve_project", "source_of", "source_url", "stale_reason", "sync_project",
+           "tree", "with_environment", "without_environment", "write_environments", "write_lock"]
 
 
 def __getattr__(name: str) -> Any:

@@ -50,6 +50,9 @@ class LockedEnv:
     #: Its ``[dependencies]`` as requirements (``acme/b>=1,<2``), sorted.
     dependencies: tuple[str, ...] = ()
     python_dependencies: tuple[str, ...] = ()
+    #: The container images its manifest references (``[state] base = "oci:..."``), each
+    #: ``REGISTRY/REPOSITORY[:TAG]@sha256:DIGEST``, sorted.
+    images: tuple[str, ...] = ()
 
     @property
     def ref(self) -> str:
@@ -137,6 +140,8 @@ def dumps(lock: Lockfile) -> str:
             table["heldout-digest"] = env.heldout_digest
         table["dependencies"] = sorted(env.dependencies)
         table["python-dependencies"] = sorted(env.python_dependencies)
+        if env.images:  # written only when there are some: other locks keep their bytes
+            table["images"] = sorted(env.images)
         out.append("\n[[environment]]\n" + tomli_w.dumps(table))
     return "".join(out)
 
@@ -219,7 +224,8 @@ def _parse(data: dict[str, Any], path: str) -> Lockfile:
 
 
 _ENV_KEYS = {"name": str, "version": str, "digest": str, "size": int, "score-version": int, "source": str,
-             "locator": str, "heldout-digest": str, "dependencies": list, "python-dependencies": list}
+             "locator": str, "heldout-digest": str, "dependencies": list, "python-dependencies": list,
+             "images": list}
 _REQUIRED = ("name", "version", "digest", "size", "source")
 
 
@@ -240,11 +246,17 @@ def _parse_env(table: object, where: str, bad: Callable[[str, str], LockError]) 
     for key in ("digest", "heldout-digest"):
         if key in table and not _DIGEST.match(table[key]):
             raise bad(f"{where}.{key}", f"{table[key]!r} is not a sha256 digest")
+    from envhub.manifest import image_problem
+
+    for i, image in enumerate(table.get("images", ())):
+        problem = image_problem(image)
+        if problem is not None:
+            raise bad(f"{where}.images[{i}]", problem[0])
     if table["size"] < 0 or table.get("score-version", 1) < 1:
         raise bad(where, "size must be >= 0 and score-version >= 1")
     return LockedEnv(
         name=table["name"], version=table["version"], digest=table["digest"], size=table["size"],
         source=table["source"], locator=table.get("locator"), score_version=table.get("score-version", 1),
         heldout_digest=table.get("heldout-digest"), dependencies=tuple(table.get("dependencies", ())),
-        python_dependencies=tuple(table.get("python-dependencies", ())),
+        python_dependencies=tuple(table.get("python-dependencies", ())), images=tuple(table.get("images", ())),
     )

@@ -16,7 +16,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,6 +37,7 @@ from envhub.settings import Settings
 if TYPE_CHECKING:
     from packaging.specifiers import SpecifierSet
 
+    from envhub.project._images import ImagePull
     from envhub.project._resolver import Requirement, Resolution
     from envhub.registry import Registry
 
@@ -303,6 +304,14 @@ def resolve_project(project: Project, settings: Settings, *, plugins: PluginLook
             heldout_digest=entry.heldout_digest,
             dependencies=tuple(sorted(f"{n}{s}" for n, s in entry.dependencies)),
             python_dependencies=tuple(sorted(entry.python_dependencies)))
+    from envhub.project._images import entry_images
+
+    for name, entry in resolution.pins.items():
+        # The images a version references are in its archive (fetched, verified, once);
+        # offline and not cached, they stay unknown, and sync's check finds them.
+        images = entry_images(entry, settings, plugins=plugins, offline=offline)
+        if images:
+            environments[name] = replace(environments[name], images=images)
     lock = Lockfile(sorted(str(r) for r in requirements), environments, pre)
     return lock, resolution
 
@@ -358,6 +367,8 @@ class SyncResult:
     cached: list[LockedEnv]
     #: The Python dependencies the locked environments need, and which are missing here.
     python: PythonReport
+    #: The container images the locked environments reference: pulled, or why not.
+    images: list[ImagePull] = field(default_factory=list)
 
 
 def read_project_lock(project: Project) -> Lockfile:
@@ -413,12 +424,25 @@ def sync_project(project: Project, settings: Settings, *, plugins: PluginLookup,
         fetch(entry, entry.registry, settings, with_heldout=with_heldout and env.heldout_digest is not None,
               heldout_url=settings.heldout_store, offline=offline, cache=cache, plugins=plugins)
         fetched.append(env)
+    if not frozen and known is None:
+        from envhub.project._images import unrecorded_images
+
+        reason = unrecorded_images(lock, lambda env: locked_entry(env, settings), cache)
+        if reason is not None:
+            if locked:
+                raise StaleLockError(f"{project.lock_path} is out of date: {reason}",
+                                     hint="run 'envhub lock' and commit the new envhub.lock")
+            relocked = lock_project(project, settings, plugins=plugins, registry=registry, offline=offline)
+            lock = relocked.lock
+    from envhub.project._images import pull_images
+
+    images = pull_images(lock, plugins=plugins)
     if known is not None:
-        return SyncResult(lock, relocked, fetched, cached, known)
+        return SyncResult(lock, relocked, fetched, cached, known, images)
     report = python_report(lock)
     if not frozen:
         _Memo(settings, project).write(report)
-    return SyncResult(lock, relocked, fetched, cached, report)
+    return SyncResult(lock, relocked, fetched, cached, report, images)
 
 
 class _Memo:
