@@ -126,7 +126,16 @@ def _create_venv() -> None:
         shutil.rmtree(VENV)
     if not (_bin() / "python").exists():
         print(f"dev.py: creating {VENV}", flush=True)
-        venv.EnvBuilder(with_pip=True, clear=True).create(VENV)
+        # Without pip: bootstrapping pip into it takes seconds, and uv installs everything. pip
+        # is added only if uv cannot be had (_ensure_pip).
+        venv.EnvBuilder(with_pip=False, clear=True).create(VENV)
+
+
+def _ensure_pip() -> None:
+    """pip in the venv, for the fallback when uv cannot be installed."""
+    python = _bin() / "python"
+    if subprocess.run([str(python), "-m", "pip", "--version"], capture_output=True).returncode != 0:
+        _run(python, "-m", "ensurepip", "--default-pip")
 
 
 def _uv_env() -> dict[str, str]:
@@ -135,8 +144,8 @@ def _uv_env() -> dict[str, str]:
     are left out: uv would prefer them to the main index, and the locks' hashes are the main
     index's files."""
     env = dict(os.environ)
-    out = subprocess.run([str(_bin() / "python"), "-m", "pip", "config", "list"],
-                         capture_output=True, text=True).stdout
+    # This interpreter's pip reads the same configuration files the venv's would.
+    out = subprocess.run([sys.executable, "-m", "pip", "config", "list"], capture_output=True, text=True).stdout
     config = {}
     for line in out.splitlines():
         key, _, value = line.partition("=")
@@ -158,6 +167,12 @@ def _install_uv() -> Path | None:
             return uv
     pinned = LOCKS / "uv.txt"
     source = ["--require-hashes", "-r", pinned.relative_to(ROOT)] if pinned.exists() else [f"uv=={UV_VERSION}"]
+    # This interpreter's pip installs uv into the venv (pip's --python, pip 22.3 and newer), so
+    # the venv needs no pip of its own; an older or missing pip: the venv's own, bootstrapped.
+    if _run(sys.executable, "-m", "pip", "--python", _bin() / "python", "install", "--no-deps", *source,
+            check=False) == 0 and uv.exists():
+        return uv
+    _ensure_pip()
     if _run(_bin() / "python", "-m", "pip", "install", "--no-deps", *source, check=False) == 0 and uv.exists():
         return uv
     print(f"dev.py: could not install uv {UV_VERSION} with pip; installing with pip instead (slower)", flush=True)
@@ -182,15 +197,30 @@ def setup(kind: str = "demo") -> None:
     uv = _install_uv()
     if uv is not None:
         env = _uv_env()
-        # Compiled to bytecode at install, as pip does: else the first import of a module writes
-        # its .pyc, and a dependency's SyntaxWarning lands on a command's stderr (cellpylib's does).
-        _run(uv, "pip", "install", "--python", python, "--no-deps", "--require-hashes", "--compile-bytecode",
-             "-r", lock, env=env)
+        # Not compiled to bytecode at install (that took longer than everything else): a module
+        # is compiled when first imported, as uv intends.
+        _run(uv, "pip", "install", "--python", python, "--no-deps", "--require-hashes", "-r", lock, env=env)
         _run(uv, "pip", "install", "--python", python, "--no-deps", *editable, env=env)
+        _compile_warning_sources(python)
     else:
+        _ensure_pip()
         _run(python, "-m", "pip", "install", "--no-deps", "--require-hashes", "-r", lock)
         _run(python, "-m", "pip", "install", "--no-deps", *editable)
     stamp.write_text(json.dumps({"fingerprint": fingerprint, "sets": COVERS[kind]}))
+
+
+#: Installed packages whose source makes the compiler warn (cellpylib, a reasoning-gym
+#: dependency, compares with "is" and a literal): compiled at set-up with the warning silenced,
+#: else the first command that imports them prints SyntaxWarnings on its stderr.
+WARNING_SOURCES = ["cellpylib"]
+
+
+def _compile_warning_sources(python: Path) -> None:
+    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    present = [str(Path(purelib) / name) for name in WARNING_SOURCES if (Path(purelib) / name).is_dir()]
+    if present:
+        _run(python, "-W", "ignore::SyntaxWarning", "-m", "compileall", "-q", *present)
 
 
 def lock() -> None:

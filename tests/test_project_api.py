@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import doctest
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -257,3 +258,21 @@ def test_registries_are_opened_with_the_plugins_passed_in(tmp_path: Path, ctx: C
     synced = sync_project(project, ctx.settings, plugins=ctx.plugins)
     assert [e.ref for e in synced.fetched] == ["acme/only-here@1.0.0"], synced
     assert sync_project(project, ctx.settings, plugins=ctx.plugins, offline=True).fetched == []
+
+
+def test_install_command_prefers_the_uv_beside_the_interpreter(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A venv set up by dev.py has uv and no pip: installs go through its uv, even when the
+    venv's bin directory is not on PATH; without one, pip of the interpreter."""
+    from envhub.project import install_command
+
+    bin_dir = tmp_path / "venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    python = bin_dir / "python"
+    monkeypatch.setattr(sys, "executable", str(python))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert install_command(["acme-tools==1.0"]) == [str(python), "-m", "pip", "install", "acme-tools==1.0"]
+    uv = bin_dir / "uv"
+    uv.write_text("#!/bin/sh\n")
+    uv.chmod(0o755)
+    assert install_command(["acme-tools==1.0"]) == [str(uv), "pip", "install", "--python", str(python),
+                                                    "acme-tools==1.0"]

@@ -536,11 +536,12 @@ def _unsatisfied(text: str) -> str | None:
 
 
 def install_command(requirements: Sequence[str]) -> list[str]:
-    """The command that installs ``requirements`` into this interpreter: uv if it is on
-    PATH (much faster), else pip."""
+    """The command that installs ``requirements`` into this interpreter: uv if it is beside
+    the interpreter (a virtual environment's own, as ``dev.py`` installs it; such a venv may
+    have no pip) or on PATH (much faster), else pip."""
     import shutil
 
-    uv = shutil.which("uv")
+    uv = shutil.which("uv", path=str(Path(sys.executable).parent)) or shutil.which("uv")
     if uv:
         return [uv, "pip", "install", "--python", sys.executable, *requirements]
     return [sys.executable, "-m", "pip", "install", *requirements]
