@@ -274,8 +274,9 @@ def registry_home(tmp_path: Path) -> Path:
 def _default_registry() -> Path:
     from envhub.settings import load_settings
 
-    url = load_settings().default_registry
-    return Path(url.removeprefix("file://"))
+    path = Path(load_settings().default_registry.removeprefix("file://"))
+    assert path.is_absolute(), path  # never a path relative to the working directory (the repository)
+    return path
 
 
 def _plant_shell_env(registry: Path, tmp: Path, base: str) -> None:

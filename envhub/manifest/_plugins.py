@@ -135,14 +135,24 @@ def _generator(check: _Check) -> Iterator[Problem]:
 
 
 def _base(check: _Check) -> Iterator[Problem]:
-    """A ``scheme:reference`` base needs the plugin that runs workspaces of that scheme."""
-    from envhub.manifest._base import HOST_SCHEME, OCI_SCHEME, split_base
+    """A ``scheme:reference`` base needs the plugin that runs workspaces of that scheme; an
+    ``oci:`` one names an image by digest, and ``host`` takes no reference. (Checked with the
+    fields, so an image without a digest is reported whether or not the plugin is installed.)"""
+    from envhub.manifest._base import HOST_SCHEME, OCI_SCHEME, image_problem, split_base
 
     value = _table(check.data, "state").get("base")
     parts = split_base(value) if isinstance(value, str) else None
-    if parts is None or parts[0] == HOST_SCHEME:
+    if parts is None:
         return
     scheme, loc = parts[0], ("state", "base")
+    if scheme == HOST_SCHEME:
+        yield check.problem(loc, "state.base", f"base {value!r}: the host's system takes no reference",
+                            "write base = 'host'", code="invalid-base")
+        return
+    if scheme == OCI_SCHEME:
+        problem = image_problem(parts[1])
+        if problem is not None:
+            yield check.problem(loc, "state.base", *problem, code="invalid-image")
     found, conflict = check.lookup("workspace_backends", scheme, loc, "state.base")
     if conflict is not None:
         yield conflict

@@ -291,28 +291,10 @@ def _state(m: Manifest) -> Iterator[Problem]:
     if s.reset != "per-episode":
         yield _error("state.reset", f"state kind 'sandbox' makes a fresh workspace for every episode, so reset "
                                     f"must be 'per-episode', not {s.reset!r}", "remove reset")
-    yield from _base(s.base)
     if s.task_directory is not None and "{id}" not in s.task_directory:
         yield _error("state.task-directory", f"task-directory {s.task_directory!r} does not contain '{{id}}', "
                                              "so every task would get the same directory",
                      "write it with '{id}' where the task's id goes, e.g. 'tasks/{id}'")
-
-
-def _base(base: str | None) -> Iterator[Problem]:
-    """``base = "oci:..."`` names an image by digest; ``host`` takes no reference. Other schemes
-    are their plugin's (``_plugins`` reports a scheme no plugin provides)."""
-    from envhub.manifest._base import HOST_SCHEME, OCI_SCHEME, image_problem, split_base
-
-    parts = split_base(base) if base else None
-    if parts is None:
-        return
-    scheme, reference = parts
-    if scheme == OCI_SCHEME:
-        problem = image_problem(reference)
-        if problem is not None:
-            yield _error("state.base", *problem)
-    elif scheme == HOST_SCHEME:
-        yield _error("state.base", f"base {base!r}: the host's system takes no reference", "write base = 'host'")
 
 
 #: The keys of [state] that only state kind sandbox takes.
