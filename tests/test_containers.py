@@ -223,6 +223,31 @@ def test_the_host_base_goes_through_the_builtin_backend_and_a_missing_scheme_is_
     assert "envhub-containers" in (e.value.hint or "")
 
 
+def test_a_plugin_base_validates_and_runs_the_episode_and_the_tests_on_its_backend(tmp_path: Path) -> None:
+    """A bundle whose base is a plugin's scheme: validate does not take the base for a bundle
+    file, the episode's workspace and the verifier's fresh ones all start on that backend, and
+    the reference solution scores 1.0 through it."""
+    import envhub
+    from envhub.bundle import validate_bundle
+    from envhub.context import Context
+    from tests.test_sandbox_state import make_bundle, play
+
+    recorder = _Recorder()
+    pm = manager(recorder)
+    root = make_bundle(tmp_path / "b", state_extra='base = "testbox:some/reference"\n')
+    check = validate_bundle(root, plugins=pm)
+    assert [p.message for p in check.problems if p.severity == "error"] == []
+    with envhub.load(root, context=Context.create(plugins=pm), trust_code=True) as env:
+        task = env.task("train", "greeting")
+        score, _ = play(env, "greeting", env.reference_actions(task)[:1])
+    assert score.reward == 1.0, score
+    starts = [c for c in recorder.calls if "seed" in c]
+    # The episode's workspace, the verifier's run on the starting workspace (which tests exist)
+    # and its run on the final one: every one on the plugin's backend, with its reference.
+    assert len(starts) >= 3 and {c["base"] for c in starts} == {"some/reference"}
+    assert any("/tests" in c["mounts"] for c in starts)
+
+
 def test_a_backend_with_a_bad_scheme_is_a_broken_plugin_and_the_others_still_work() -> None:
     class Bad:
         @hookimpl

@@ -27,6 +27,7 @@ from envhub.manifest import (
     local_dependency_problems,
     locate,
     parse_manifest,
+    split_base,
 )
 from envhub.problems import Problem
 from envhub.tasks import (
@@ -378,7 +379,7 @@ def _referenced_files(root: Path, m: Manifest, at) -> Iterator[Problem]:  # type
         # A plugin's state kind says nothing about what its snapshot is: it must exist.
         kind = {"files": "dir", "sqlite": "sqlite", "sandbox": "dir"}.get(m.state.kind, "any")
         refs.append(("state.snapshot", ("state", "snapshot"), m.state.snapshot, kind))
-    if m.state.base not in (None, "host"):
+    if m.state.base not in (None, "host") and split_base(m.state.base) is None:  # a bundle file, not SCHEME:REF
         assert m.state.base is not None
         refs.append(("state.base", ("state", "base"), m.state.base, "tar"))
     verifiers = m.verifier.criteria if isinstance(m.verifier, Rubric) else [m.verifier] if m.verifier else []

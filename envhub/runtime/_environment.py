@@ -162,7 +162,7 @@ class Environment:
         from envhub.runtime.verifiers import VerifierContext, build_verifier
 
         ctx = VerifierContext(root=self.root, load_entry_point=self._code.load, settings=self._settings,
-                              policy_model=policy_model, state=self._state_spec,
+                              policy_model=policy_model, state=self._state_spec, plugins=self._plugins,
                               force_self_judge=force_self_judge)
         return build_verifier(self.manifest.verifier, ctx, plugins=self._plugins)
 

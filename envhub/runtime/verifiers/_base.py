@@ -18,6 +18,7 @@ from envhub.errors import EnvhubError
 from envhub.runtime._types import Score, Task, Trajectory
 
 if TYPE_CHECKING:
+    from envhub.lookup import PluginLookup
     from envhub.settings import Settings
 
 __all__ = ["MissingFieldError", "Verifier", "VerifierContext", "VerifierError", "task_value"]
@@ -52,6 +53,9 @@ class VerifierContext:
     #: The manifest's ``[state]`` table (a workspace-tests verifier starts its sandbox with its
     #: limits and base); None when the verifier is built without an environment.
     state: Any = None
+    #: The plugins of the environment (a workspace-tests verifier runs its tests on the
+    #: workspace backend of the state's base); None: envhub's own sandbox only.
+    plugins: PluginLookup | None = None
 
 
 class Verifier:

@@ -104,6 +104,7 @@ class WorkspaceTestsVerifier(Verifier):
         self.spec = spec
         self.root = ctx.root
         self.state_spec = ctx.state
+        self.plugins = ctx.plugins
         if self.state_spec is None or getattr(self.state_spec, "kind", None) != "sandbox":
             raise VerifierError("verifier kind 'workspace-tests' needs state kind 'sandbox'",
                                 hint="set [state] kind = 'sandbox'")
@@ -183,7 +184,7 @@ class WorkspaceTestsVerifier(Verifier):
         spec = self.spec
         limits = shell_limits(self.state_spec, command_timeout_s=spec.timeout_s, output_bytes=_OUTPUT_BYTES,
                               cpu_s=max(self.state_spec.sandbox_limits.cpu_s, math.ceil(spec.timeout_s)))
-        factory = SandboxStateFactory(self.state_spec, self.root)
+        factory = SandboxStateFactory(self.state_spec, self.root, plugins=self.plugins)
         workspace = await factory.start(tree, limits=limits, mounts={"/tests": tests})
         try:
             result = await workspace.run(f"export ENVHUB_JUNIT={JUNIT_PATH}\ncd /workspace\n{spec.command}")
@@ -204,7 +205,7 @@ class WorkspaceTestsVerifier(Verifier):
         key = (task.split, task.id)
         names = self._names.get(key)
         if names is None:
-            handle = await SandboxStateFactory(self.state_spec, self.root).anew(task)
+            handle = await SandboxStateFactory(self.state_spec, self.root, plugins=self.plugins).anew(task)
             try:
                 await handle.value.export(scratch)
             finally:
