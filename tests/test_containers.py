@@ -351,6 +351,14 @@ def test_lock_records_the_image_of_a_locked_environment_and_sync_pulls_it(regist
     assert result.images == [ImagePull(IMAGE, ("acme/shell@1.0.0",), False,
                                        "no installed plugin runs oci: workspaces (pip install envhub-containers to "
                                        "run them with podman or docker)")]
+    # the command says what it did about each image, and --json lists them
+    said = run_in_process("sync", cwd=root)
+    assert said.code == 0, said.err
+    assert (f"Did not pull {IMAGE} (acme/shell@1.0.0): no installed plugin runs oci: workspaces (pip install "
+            "envhub-containers to run them with podman or docker)") in said.err
+    listed = run_in_process("sync", "--json", cwd=root)
+    assert json.loads(listed.out)["images"] == [{"image": IMAGE, "environments": ["acme/shell@1.0.0"],
+                                                 "pulled": False, "reason": result.images[0].reason}]
     # a lock that lost the image is stale: --locked fails, a plain sync records it again
     lock = root / "envhub.lock"
     good = lock.read_text()

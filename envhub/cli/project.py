@@ -178,7 +178,9 @@ def sync(locked: bool, frozen: bool, offline: bool, registry: str | None, with_h
         missing = {} if installed else result.python.missing
         emit_json({"lock": str(project.lock_path), "relocked": result.relocked is not None,
                    "environments": _lock_json(result.lock), "fetched": [e.ref for e in result.fetched],
-                   "python": {"required": result.python.required, "missing": missing, "installed": installed}})
+                   "python": {"required": result.python.required, "missing": missing, "installed": installed},
+                   "images": [{"image": i.image, "environments": list(i.environments), "pulled": i.pulled,
+                               "reason": i.reason} for i in result.images]})
         return
     if result.relocked is not None:
         _say(f"Locked {project.lock_path}")
@@ -186,6 +188,10 @@ def sync(locked: bool, frozen: bool, offline: bool, registry: str | None, with_h
             _say(line)
     total = len(result.lock.environments)
     _say(f"Synced {total} environment{'s' if total != 1 else ''} ({len(result.fetched)} fetched)")
+    for pull in result.images:
+        used_by = ", ".join(pull.environments)
+        _say(f"Pulled {pull.image} ({used_by})" if pull.pulled
+             else f"Did not pull {pull.image} ({used_by}): {pull.reason}")
     if not installed:
         _report_python(result.python, install=install_python_deps)
 
