@@ -393,6 +393,14 @@ def sync_project(project: Project, settings: Settings, *, plugins: PluginLookup,
     bytes that do not match the lock, and :class:`envhub.errors.EnvNotFoundError` for an
     environment not in the cache when ``offline``."""
     relocked = None
+
+    def relock(reason: str) -> LockResult:
+        """The lock made anew because of ``reason``, or StaleLockError with ``locked``."""
+        if locked:
+            raise StaleLockError(f"{project.lock_path} is out of date: {reason}",
+                                 hint="run 'envhub lock' and commit the new envhub.lock")
+        return lock_project(project, settings, plugins=plugins, registry=registry, offline=offline)
+
     memo = _Memo(settings, project)
     known = memo.read()
     if frozen or known is not None:
@@ -402,10 +410,7 @@ def sync_project(project: Project, settings: Settings, *, plugins: PluginLookup,
         lock = read_lock(project.lock_path)  # type: ignore[assignment]
         reason = "there is no lock yet" if lock is None else stale_reason(project, lock)
         if reason is not None:
-            if locked:
-                raise StaleLockError(f"{project.lock_path} is out of date: {reason}",
-                                     hint="run 'envhub lock' and commit the new envhub.lock")
-            relocked = lock_project(project, settings, plugins=plugins, registry=registry, offline=offline)
+            relocked = relock(reason)
             lock = relocked.lock
     from envhub.cache import Cache
     from envhub.hub import fetch
@@ -429,10 +434,7 @@ def sync_project(project: Project, settings: Settings, *, plugins: PluginLookup,
 
         reason = unrecorded_images(lock, lambda env: locked_entry(env, settings), cache)
         if reason is not None:
-            if locked:
-                raise StaleLockError(f"{project.lock_path} is out of date: {reason}",
-                                     hint="run 'envhub lock' and commit the new envhub.lock")
-            relocked = lock_project(project, settings, plugins=plugins, registry=registry, offline=offline)
+            relocked = relock(reason)
             lock = relocked.lock
     from envhub.project._images import pull_images
 
