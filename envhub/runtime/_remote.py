@@ -403,6 +403,11 @@ class RemoteEpisode:
         self.env._background.add(task)
         task.add_done_callback(self.env._background.discard)
 
+    async def aclose(self) -> None:
+        """:meth:`close` for an event loop, as the local episode has it: the request is sent in
+        the background, so a rollout's record is not held up by it."""
+        self.close()
+
     def __enter__(self) -> RemoteEpisode:
         return self
 
