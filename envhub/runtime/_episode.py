@@ -77,7 +77,7 @@ class Episode:
     """
 
     __slots__ = ("env", "task", "seed", "messages", "turns", "done", "score", "tool_errors",
-                 "_state", "_started", "_rng", "_prompt_len", "truncated")
+                 "environment_faults", "_state", "_started", "_rng", "_prompt_len", "truncated")
 
     def __init__(self, env: EpisodeHost, task: Task, *, seed: int | None = None) -> None:
         self.env = env
@@ -89,6 +89,7 @@ class Episode:
         self.truncated = False
         self.score: Score | None = None
         self.tool_errors = 0
+        self.environment_faults = 0
         self._state: StateHandle | None = None
         self._started = False
         self._rng: random.Random | None = None
@@ -111,6 +112,7 @@ class Episode:
         self.truncated = False
         self.score = None
         self.tool_errors = 0
+        self.environment_faults = 0
         self._started = True
         return self.observation()
 
@@ -272,6 +274,8 @@ class Episode:
     def _add_tool_results(self, results: list[ToolCallResult], info: dict[str, Any]) -> None:
         errors = [r.error for r in results if r.error is not None]
         self.tool_errors += len(errors)
+        # Of those, the calls that failed because the environment's code raised (not the model's mistakes).
+        self.environment_faults += sum(r.fault == "environment" for r in results)
         self.messages.extend(r.message for r in results)
         info["tool_results"] = [r.message["content"] for r in results]
         if errors:

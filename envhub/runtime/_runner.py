@@ -136,6 +136,8 @@ async def run_rollout(plan: RolloutPlan, job: RolloutJob) -> RolloutRecord:
         truncated=episode.truncated,
         tool_calls=[call for m in messages if m.get("role") == "assistant" for call in (m.get("tool_calls") or [])],
         tool_errors=episode.tool_errors,
+        # A served environment's episode does not say which of its tool errors were faults.
+        environment_faults=getattr(episode, "environment_faults", 0),
         messages=messages,
         usage=RolloutUsage(**usage.as_dict()),
         timing=RolloutTiming(started_at=started_at, duration_s=round(time.perf_counter() - start, 6),

@@ -7,7 +7,10 @@ workspace path, the SQLite connection, the python state object).
 
 Whatever goes wrong in a call (an unknown tool, arguments that are not JSON or do not fit
 the signature, the tool raising) comes back to the model as the tool's output, starting
-with ``Error:``, so the model can recover; the episode goes on.
+with ``Error:``, so the model can recover; the episode goes on. Each error says whose it
+is (:attr:`ToolCallResult.fault`): the model's (an unknown tool, arguments that are not JSON
+or do not fit the signature) or the environment's (the tool's own code raising, an import of
+the bundle's code failing inside it), so a summary can count them apart.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import re
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 __all__ = ["Tool", "ToolCallResult", "make_tool"]
 
@@ -79,10 +82,14 @@ def _strip_titles(schema: Any) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class ToolCallResult:
-    """One call's outcome: the tool message for the model, and whether it failed."""
+    """One call's outcome: the tool message for the model, and whether it failed: ``error``
+    (the text the model sees) and ``fault``, whose failure it was: ``"model"`` (a call it
+    got wrong) or ``"environment"`` (the tool's code raised); None when it did not fail or
+    when nobody is at fault (a simulated outage, ``tool-error-rate``)."""
 
     message: dict[str, Any]
     error: str | None = None
+    fault: Literal["model", "environment"] | None = None
 
 
 class Tool:
@@ -178,7 +185,7 @@ class Tool:
             else:
                 value = self.fn(**kwargs)
         except Exception as e:
-            return _error(call_id, self.name, f"Error: {type(e).__name__}: {e}")
+            return _error(call_id, self.name, f"Error: {type(e).__name__}: {e}", fault="environment")
         return self._result(call_id, value)
 
     async def acall(self, call: Mapping[str, Any], state: Any = None) -> ToolCallResult:
@@ -195,12 +202,14 @@ class Tool:
 
                 value = await asyncio.to_thread(self.fn, **kwargs)
         except Exception as e:
-            return _error(call_id, self.name, f"Error: {type(e).__name__}: {e}")
+            return _error(call_id, self.name, f"Error: {type(e).__name__}: {e}", fault="environment")
         return self._result(call_id, value)
 
 
-def _error(call_id: str, name: str, text: str) -> ToolCallResult:
-    return ToolCallResult({"role": "tool", "tool_call_id": call_id, "name": name, "content": text}, error=text)
+def _error(call_id: str, name: str, text: str,
+           fault: Literal["model", "environment"] = "model") -> ToolCallResult:
+    return ToolCallResult({"role": "tool", "tool_call_id": call_id, "name": name, "content": text}, error=text,
+                          fault=fault)
 
 
 def make_tool(fn: Callable[..., Any], *, source: str = "") -> Tool:
