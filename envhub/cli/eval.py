@@ -94,6 +94,13 @@ def eval_(ctx: click.Context, target: str, split: str, policy_spec: str, limit: 
         emit_json(result.as_json())
     else:
         _print_summary(result)
+    if result.summary.environment_faults:
+        from envhub.cli._output import message
+
+        message(f"envhub: warning: {result.summary.environment_faults} tool call(s) in "
+                f"{result.summary.environment_fault_rollouts} rollout(s) failed because the environment's code "
+                "raised, not because of the model; their rewards do not measure the policy\n"
+                f"  (the tool messages starting with 'Error:' in {result.output} say what raised)")
     if result.ran and result.failed == result.ran:
         from envhub.cli._output import message
 
@@ -175,6 +182,9 @@ def _print_summary(result: EvalResult) -> None:
             lines.append(f"  curriculum    {c.strategy}, draws per level {spread}; last level {c.last_level}")
         kinds = ", ".join(f"{k} {n}" for k, n in summary.errors_by_kind.items())
         lines.append(f"  errors        {summary.errors}" + (f" ({kinds})" if summary.errors else ""))
+        lines.append(f"  tool errors   {summary.tool_errors} (the model's mistakes)")
+        lines.append(f"  environment faults  {summary.environment_faults}"
+                     + (f" (in {summary.environment_fault_rollouts} rollout(s))" if summary.environment_faults else ""))
     else:
         lines.append("no rollouts")
     lines.append(f"records: {result.output}")

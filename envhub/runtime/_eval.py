@@ -107,6 +107,14 @@ class EvalSummary(_Summary):
     errors_by_kind: dict[str, int]
     #: The failed rollouts by exception class name (``TimeoutError`` for timeouts).
     errors_by_type: dict[str, int]
+    #: The model's mistakes in tool calls (an unknown tool, arguments that are not JSON or do
+    #: not fit): tool calls answered with an error that was not the environment's fault.
+    tool_errors: int = 0
+    #: Tool calls that failed because the environment's code raised (a bug in the
+    #: environment, a missing dependency): not the model's doing, though the model saw them.
+    environment_faults: int = 0
+    #: The rollouts with at least one environment fault.
+    environment_fault_rollouts: int = 0
     environment: SummaryEnvironment | None = None
     split: str | None = None
     policy: str | None = None
@@ -124,6 +132,7 @@ def summarize(records: Iterable[RolloutRecord], *, success_threshold: float = 1.
     kinds: Counter[str] = Counter()
     types: Counter[str] = Counter()
     draws: list[Any] = []
+    tool_errors = faults = fault_rollouts = 0
     first: RolloutRecord | None = None
     for r in records:
         first = first or r
@@ -143,13 +152,18 @@ def summarize(records: Iterable[RolloutRecord], *, success_threshold: float = 1.
             types[r.error.type] += 1
         if r.curriculum is not None:
             draws.append(r.curriculum)
+        tool_errors += r.tool_errors - r.environment_faults
+        if r.environment_faults:
+            faults += r.environment_faults
+            fault_rollouts += 1
     return EvalSummary(
         rollouts=count, tasks=len(per_task), mean_reward=total / count if count else None,
         success_threshold=success_threshold, success_rate=successes / count if count else None,
         pass_at_k=_pass_at_ks(list(per_task.values())),
         criteria={name: s / n for name, (s, n) in sorted(criteria.items())},
         errors=sum(kinds.values()), errors_by_kind=dict(sorted(kinds.items())),
-        errors_by_type=dict(sorted(types.items())),
+        errors_by_type=dict(sorted(types.items())), tool_errors=tool_errors, environment_faults=faults,
+        environment_fault_rollouts=fault_rollouts,
         environment=SummaryEnvironment(env=first.env, version=first.version, digest=first.digest,
                                        score_version=first.score_version) if first else None,
         split=first.split if first else None, policy=first.policy if first else None,

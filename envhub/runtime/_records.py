@@ -161,7 +161,10 @@ class RolloutRecord(_Model):
     turns: int = 0
     truncated: bool = False
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)
-    tool_errors: int = 0
+    tool_errors: int = Field(0, description="Tool calls answered with an error, whoever's fault it was.")
+    environment_faults: int = Field(
+        0, description="Of tool_errors, the calls that failed because the environment's code raised "
+                       "(not the model's mistakes).")
     messages: list[dict[str, Any]] = Field(default_factory=list)
     usage: RolloutUsage = Field(default_factory=RolloutUsage)
     timing: RolloutTiming | None = None
