@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from envhub.runtime._shell_tools import builtin_tools
     from envhub.runtime._state import StateFactory, StateHandle, files_state, python_state, sqlite_state
     from envhub.runtime._tasks import read_jsonl
-    from envhub.runtime._tools import make_tool, unknown_tool
+    from envhub.runtime._tools import EpisodeState, State, make_tool, unknown_tool
     from envhub.runtime._types import Observation, Score, StepResult, Task, Trajectory, as_assistant_message
     from envhub.runtime._workspace_state import SandboxSetupError, SandboxStateFactory, sandbox_state
 
@@ -77,7 +77,7 @@ _WHERE = {
     "RemoteEnvironment": "_remote", "RemoteError": "_remote", "load_remote": "_remote",
     "refuse_shadowing": "_shadow", "shadowing_files": "_shadow",
     "read_jsonl": "_tasks",
-    "make_tool": "_tools", "unknown_tool": "_tools",
+    "make_tool": "_tools", "unknown_tool": "_tools", "EpisodeState": "_tools", "State": "_tools",
     "as_assistant_message": "_types",
     "SandboxSetupError": "_workspace_state", "SandboxStateFactory": "_workspace_state",
     "sandbox_state": "_workspace_state", "builtin_tools": "_shell_tools",
@@ -87,10 +87,11 @@ _WHERE = {
 __all__ = [
     "ChatClient", "CheckResult", "CodeSpace", "CompositeEnvironment", "Curriculum", "CurriculumInfo",
     "CurriculumRun", "CurriculumSummary", "Draw", "Environment", "Episode", "ErrorKind", "EvalResult",
-    "EvalRun", "EvalSummary", "Evaluation", "Executor", "GENERATED_CHECK_LIMIT", "LevelChange", "LocalExecutor",
+    "EpisodeState", "EvalRun", "EvalSummary", "Evaluation", "Executor", "GENERATED_CHECK_LIMIT", "LevelChange",
+    "LocalExecutor",
     "Observation", "RECORD_VERSION", "RemoteEnvironment", "RemoteError", "RolloutError", "RolloutJob",
     "RolloutPlan", "RolloutRecord", "RolloutTiming", "RolloutUsage", "SandboxSetupError", "SandboxStateFactory",
-    "Score", "SplitInfo", "StateFactory",
+    "Score", "SplitInfo", "State", "StateFactory",
     "StateHandle", "StepResult", "SummaryEnvironment", "Task", "TaskOrigin", "Trajectory",
     "as_assistant_message", "builtin_tools", "check_recorded", "code_entry_points", "compare", "dump_record",
     "files_state", "load_remote", "make_executor", "make_tool", "new_records_file", "pass_at_k", "plan_jobs",

@@ -1,9 +1,21 @@
 """Tools: plain Python functions offered to the model in the OpenAI ``tools`` format.
 
 A tool's JSON schema comes from its signature (types, through pydantic) and its docstring
-(the summary, and per-parameter text from an ``Args:`` section or ``:param x:`` lines). A
-parameter named ``state`` is not shown to the model: it receives the episode's state (the
-workspace path, the SQLite connection, the python state object).
+(the summary, and per-parameter text from an ``Args:`` section or ``:param x:`` lines).
+
+A parameter annotated ``State[T]`` (``Annotated[T, EpisodeState]``), whatever its name, is
+not shown to the model: it receives the episode's state (the workspace path, the SQLite
+connection, the python state object). Every other parameter is the model's, ``state``
+included (a US state in an address). For bundles written before ``State``, a parameter
+named ``state`` that no model could fill in (no annotation, ``Any``, ``Path``,
+``sqlite3.Connection``, a ``ShellWorkspace``, or a type with no JSON schema) still receives
+the state, with a :class:`DeprecationWarning`.
+
+>>> from pathlib import Path
+>>> def ship(city: str, state: str, *, workspace: State[Path]) -> str:
+...     return city
+>>> sorted(make_tool(ship).spec["function"]["parameters"]["properties"])
+['city', 'state']
 
 Whatever goes wrong in a call (an unknown tool, arguments that are not JSON or do not fit
 the signature, the tool raising) comes back to the model as the tool's output, starting
@@ -18,14 +30,29 @@ from __future__ import annotations
 import inspect
 import json
 import re
+import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
-__all__ = ["Tool", "ToolCallResult", "make_tool"]
+__all__ = ["EpisodeState", "State", "Tool", "ToolCallResult", "make_tool"]
 
-STATE_PARAMETER = "state"
+T = TypeVar("T")
+_UnionType = types.UnionType
+
+
+class EpisodeState:
+    """The marker of a tool parameter that receives the episode's state:
+    ``Annotated[sqlite3.Connection, EpisodeState]``, or :data:`State` for short."""
+
+
+#: ``State[T]`` is ``Annotated[T, EpisodeState]``: a tool parameter of this type is hidden from
+#: the model and receives the episode's state (``def run_sql(query: str, *, db: State[Connection])``).
+State = Annotated[T, EpisodeState]
+
+#: The name that received the state before :data:`State`; see :func:`_legacy_state`.
+LEGACY_STATE_PARAMETER = "state"
 
 _ARGS_HEADER = re.compile(r"^\s*(Args|Arguments|Parameters)\s*:\s*$")
 _SECTION_HEADER = re.compile(r"^\s*(Returns?|Raises|Yields|Examples?|Notes?)\s*:\s*$")
@@ -102,11 +129,12 @@ class Tool:
         self.is_async = inspect.iscoroutinefunction(fn)
         signature = inspect.signature(fn)
         try:
-            hints = typing.get_type_hints(fn)
+            hints = typing.get_type_hints(fn, include_extras=True)
         except Exception as e:  # a hint naming something the module never imported
             raise TypeError(f"tool {self.source}: cannot read its type hints: {e}") from e
         description, param_docs = _parse_docstring(fn.__doc__)
-        self.takes_state = False
+        #: The parameter that receives the episode's state, if any.
+        self.state_parameter: str | None = None
         fields: dict[str, Any] = {}
         from pydantic import Field
 
@@ -114,10 +142,19 @@ class Tool:
             if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
                 raise TypeError(f"tool {self.source}: *{name} parameters cannot be described to a model; "
                                 "name every parameter")
-            if name == STATE_PARAMETER:
-                self.takes_state = True
-                continue
             annotation = hints.get(name, Any)
+            if _is_state(annotation) or (name == LEGACY_STATE_PARAMETER and _legacy_state(annotation, name in hints)):
+                if self.state_parameter is not None:
+                    raise TypeError(f"tool {self.source}: both {self.state_parameter!r} and {name!r} ask for the "
+                                    "episode's state; keep one")
+                if not _is_state(annotation):
+                    import warnings
+
+                    warnings.warn(f"tool {self.source}: a parameter named 'state' receives the episode's state only "
+                                  f"for old bundles; annotate it State[...] (from envhub.runtime import State)",
+                                  DeprecationWarning, stacklevel=3)
+                self.state_parameter = name
+                continue
             default = ... if param.default is param.empty else param.default
             fields[name] = (annotation, Field(default, description=param_docs.get(name) or None))
         from pydantic import ConfigDict, create_model
@@ -132,6 +169,11 @@ class Tool:
             "type": "function",
             "function": {"name": self.name, "description": description, "parameters": parameters},
         }
+
+    @property
+    def takes_state(self) -> bool:
+        """Whether the tool receives the episode's state."""
+        return self.state_parameter is not None
 
     def _prepare(self, call: Mapping[str, Any]) -> tuple[str, dict[str, Any] | str]:
         """(call id, validated arguments) or (call id, an error text)."""
@@ -167,8 +209,8 @@ class Tool:
         call_id, prepared = self._prepare(call)
         if isinstance(prepared, str):
             return _error(call_id, self.name, prepared)
-        if self.takes_state:
-            prepared[STATE_PARAMETER] = state
+        if self.state_parameter is not None:
+            prepared[self.state_parameter] = state
         return call_id, prepared
 
     def call(self, call: Mapping[str, Any], state: Any = None) -> ToolCallResult:
@@ -204,6 +246,48 @@ class Tool:
         except Exception as e:
             return _error(call_id, self.name, f"Error: {type(e).__name__}: {e}", fault="environment")
         return self._result(call_id, value)
+
+
+def _is_state(annotation: Any) -> bool:
+    """Whether ``annotation`` is ``Annotated[..., EpisodeState]`` (``State[...]``)."""
+    if typing.get_origin(annotation) is not Annotated:
+        return False
+    return any(m is EpisodeState or isinstance(m, EpisodeState) for m in annotation.__metadata__)
+
+
+def _legacy_state(annotation: Any, annotated: bool) -> bool:
+    """Whether a parameter named ``state`` is the old way to ask for the episode's state:
+    one no model could fill in (no annotation, ``Any``, a type a built-in state kind hands
+    over, optionally ``| None``, or a type with no JSON schema). ``state: str``, a
+    ``Literal``, an enum or a model is an ordinary argument."""
+    if not annotated or annotation is Any:
+        return True
+    import sqlite3
+    from pathlib import Path
+
+    members = [a for a in typing.get_args(annotation) if a is not type(None)] \
+        if typing.get_origin(annotation) in (typing.Union, _UnionType) else [annotation]
+    if members and all(_is_state_type(a, (Path, sqlite3.Connection)) for a in members):
+        return True
+    from pydantic import TypeAdapter
+
+    try:
+        TypeAdapter(annotation).json_schema()
+    except Exception:  # no JSON schema: no model could send it
+        return True
+    return False
+
+
+def _is_state_type(annotation: Any, kinds: tuple[type, ...]) -> bool:
+    if annotation is Any:
+        return True
+    if not isinstance(annotation, type):
+        return False
+    if issubclass(annotation, kinds):
+        return True
+    from envhub.sandbox import ShellWorkspace
+
+    return issubclass(annotation, ShellWorkspace)
 
 
 def _error(call_id: str, name: str, text: str,

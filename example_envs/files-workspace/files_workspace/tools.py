@@ -1,7 +1,7 @@
 """The tools the model works with: list, read, write, move and delete files in its workspace.
 
 Each is a plain function. envhub builds the JSON schema the model sees from its signature
-and docstring; the keyword-only ``state`` parameter is hidden from the model and receives
+and docstring; the parameter annotated ``State[Path]`` is hidden from the model and receives
 the episode's workspace, a private copy of ``state/workspace/`` (``[state] kind = "files"``).
 
 Paths are relative to the workspace. A path that would leave it (``../x``, ``/etc/passwd``,
@@ -13,6 +13,8 @@ message written for the model: envhub sends it back as the tool's result,
 from __future__ import annotations
 
 from pathlib import Path
+
+from envhub.runtime import State
 
 #: Longest file read_file returns whole; the workspace's files are far smaller.
 MAX_READ_CHARS = 20_000
@@ -46,7 +48,7 @@ def _existing_file(state: Path, path: str) -> Path:
     return target
 
 
-def list_files(directory: str = ".", *, state: Path) -> str:
+def list_files(directory: str = ".", *, state: State[Path]) -> str:
     """List the files in a directory of the workspace and all its subdirectories, one path
     per line, relative to the workspace.
 
@@ -60,7 +62,7 @@ def list_files(directory: str = ".", *, state: Path) -> str:
     return "\n".join(files) if files else f"(no files in {directory!r})"
 
 
-def read_file(path: str, *, state: Path) -> str:
+def read_file(path: str, *, state: State[Path]) -> str:
     """Read a text file of the workspace and return its contents.
 
     Args:
@@ -72,7 +74,7 @@ def read_file(path: str, *, state: Path) -> str:
     return text
 
 
-def write_file(path: str, content: str, *, state: Path) -> str:
+def write_file(path: str, content: str, *, state: State[Path]) -> str:
     """Write a text file, replacing it if it exists; missing directories are created.
 
     Args:
@@ -89,7 +91,7 @@ def write_file(path: str, content: str, *, state: Path) -> str:
     return f"{'replaced' if existed else 'created'} {_relative(state, target)} ({size})"
 
 
-def move_file(source: str, destination: str, *, state: Path) -> str:
+def move_file(source: str, destination: str, *, state: State[Path]) -> str:
     """Move or rename a file; missing directories of the destination are created.
 
     Args:
@@ -105,7 +107,7 @@ def move_file(source: str, destination: str, *, state: Path) -> str:
     return f"moved {_relative(state, origin)} to {_relative(state, target)}"
 
 
-def delete_file(path: str, *, state: Path) -> str:
+def delete_file(path: str, *, state: State[Path]) -> str:
     """Delete a file of the workspace.
 
     Args:

@@ -1,7 +1,7 @@
 """The tools of ``envhub-examples/shop-db``: look at the shop's database and query it.
 
 Each tool is a plain function; envhub builds its JSON schema from the signature and the
-docstring. The keyword-only ``state`` parameter is hidden from the model: it receives the
+docstring. The parameter annotated ``State[...]`` is hidden from the model: it receives the
 episode's private copy of the database, a :class:`sqlite3.Connection`.
 
 Whatever a tool raises reaches the model as a tool message starting ``Error:`` (the
@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import sqlite3
 import sys
+
+from envhub.runtime import State
 
 __all__ = ["MAX_ROWS", "MAX_STEPS", "READ_ONLY_REFUSAL", "describe_table", "list_tables", "run_sql"]
 
@@ -58,14 +60,14 @@ _WRITES = {
 }
 
 
-def list_tables(*, state: sqlite3.Connection) -> str:
+def list_tables(*, state: State[sqlite3.Connection]) -> str:
     """List the tables of the shop's database, with how many rows each has."""
     names = [row[0] for row in state.execute(
         "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name")]
     return "\n".join(f"{name} ({_count(state, name)} rows)" for name in names)
 
 
-def describe_table(table: str, *, state: sqlite3.Connection) -> str:
+def describe_table(table: str, *, state: State[sqlite3.Connection]) -> str:
     """Show a table's definition, with comments saying what its columns mean, and its first 3 rows.
 
     Args:
@@ -80,7 +82,7 @@ def describe_table(table: str, *, state: sqlite3.Connection) -> str:
     return f"{sql}\n\nFirst rows:\n{_table(cursor, 3)}"
 
 
-def run_sql(query: str, *, state: sqlite3.Connection) -> str:
+def run_sql(query: str, *, state: State[sqlite3.Connection]) -> str:
     """Run one read-only SQL query (SELECT, or WITH ... SELECT) on the shop's SQLite database.
 
     The result is a line of column names, then one line per row with the values separated
