@@ -213,6 +213,10 @@ def _environment(manifest: Manifest, root: Path, context: Context, *, trust_code
     if needs_code and not trusted:
         shown = ", ".join(needs_code[:3]) + (", ..." if len(needs_code) > 3 else "")
         raise TrustError(f"{name} runs its own code ({shown}), and it is not trusted", hint=hint)
+    if needs_code and manifest.environment.python_dependencies:
+        # Before the bundle's code is imported: a missing dependency would otherwise fail
+        # inside a tool call, mid-episode, as the model's "Error: ..." (or the import below).
+        _check_python_dependencies(manifest, root, context)
     try:
         return Environment(manifest, root, code=code, heldout_root=heldout_root, digest=digest, source=source,
                            locator=locator, settings=settings, plugins=context.plugins)
@@ -222,6 +226,31 @@ def _environment(manifest: Manifest, root: Path, context: Context, *, trust_code
         # The bundle's code or files are broken: report it as the bundle's problem.
         raise BundleError(f"{name}: cannot load the environment: {e}", [],
                           hint="fix the bundle, then check it with 'envhub validate --check --trust'") from e
+
+
+def _check_python_dependencies(manifest: Manifest, root: Path, context: Context) -> None:
+    """Raise :class:`BundleError` naming each of the manifest's ``python-dependencies``
+    this interpreter does not satisfy, and how to install them."""
+    import shlex
+
+    from envhub.errors import BundleError, EnvhubError
+    from envhub.manifest import MANIFEST_FILENAME
+    from envhub.project import install_command, unsatisfied_requirements
+
+    missing = unsatisfied_requirements(manifest.environment.python_dependencies)
+    if not missing:
+        return
+    name = manifest.environment.name
+    listed = "; ".join(f"{requirement} ({why})" for requirement, why in missing.items())
+    hint = f"install them into this Python: {shlex.join(install_command(list(missing)))}"
+    try:
+        in_project = context.project is not None
+    except EnvhubError:  # a broken pyproject.toml is not what this error is about
+        in_project = False
+    if in_project:
+        hint += " (or, for the environments in the project's lock: envhub sync --install-python-deps)"
+    raise BundleError(f"{name}: its code needs Python distributions this interpreter lacks "
+                      f"([environment] python-dependencies in {root / MANIFEST_FILENAME}): {listed}", [], hint=hint)
 
 
 def _children(manifest: Manifest, root: Path, context: Context, *, trust_code: bool, with_heldout: bool,

@@ -66,6 +66,7 @@ if TYPE_CHECKING:
         source_url,
         stale_reason,
         sync_project,
+        unsatisfied_requirements,
     )
     from envhub.project._resolver import Index, Requirement, Resolution, ResolutionError, parse_requirement, resolve
     from envhub.project._tree import ProjectTree, TreeNode, tree
@@ -81,7 +82,7 @@ _WHERE = {
                      "SyncResult", "find_project", "install_command", "install_python",
                      "lock_project", "locked_entry", "locked_for", "python_report", "read_project_lock",
                      "registry_urls", "require_project", "resolve_project", "source_of", "source_url",
-                     "stale_reason", "sync_project"], "_project"),
+                     "stale_reason", "sync_project", "unsatisfied_requirements"], "_project"),
     **dict.fromkeys(["Index", "Requirement", "Resolution", "ResolutionError", "parse_requirement", "resolve"],
                     "_resolver"),
     **dict.fromkeys(["ProjectTree", "TreeNode", "tree"], "_tree"),
@@ -95,7 +96,8 @@ __all__ = ["DEFAULT_SOURCE", "EditResult", "ImagePull", "Index", "LOCK_FILENAME"
            "install_python", "loads", "lock_project", "locked_entry", "locked_for", "outdated", "parse_requirement",
            "pull_images", "python_report", "read_lock", "read_project_lock", "registry_urls", "remove_environment",
            "require_project", "resolve", "resolve_project", "source_of", "source_url", "stale_reason", "sync_project",
-           "tree", "with_environment", "without_environment", "write_environments", "write_lock"]
+           "tree", "unsatisfied_requirements", "with_environment", "without_environment", "write_environments",
+           "write_lock"]
 
 
 def __getattr__(name: str) -> Any:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
 __all__ = ["PYPROJECT", "LockResult", "Project", "PythonReport", "RegistryIndex", "StaleLockError", "SyncResult",
            "find_project", "install_command", "install_python", "lock_project", "locked_entry", "locked_for",
            "python_report", "read_project_lock", "registry_urls", "require_project", "resolve_project", "source_of",
-           "source_url", "stale_reason", "sync_project"]
+           "source_url", "stale_reason", "sync_project", "unsatisfied_requirements"]
 
 PYPROJECT = "pyproject.toml"
 _FIELD = "tool.envhub.environments"
@@ -512,7 +512,18 @@ def python_report(lock: Lockfile) -> PythonReport:
     for env in lock.environments.values():
         for requirement in env.python_dependencies:
             required.setdefault(requirement, []).append(env.name)
-    return PythonReport(required, {r: why for r in required if (why := _unsatisfied(r)) is not None})
+    return PythonReport(required, unsatisfied_requirements(required))
+
+
+def unsatisfied_requirements(requirements: Iterable[str]) -> dict[str, str]:
+    """The PEP 508 ``requirements`` this interpreter does not satisfy, each with why
+    (``"not installed"``, ``"2.0 is installed"``, ``"invalid requirement: ..."``), in the
+    order given; a requirement whose marker excludes this platform is satisfied.
+
+    >>> unsatisfied_requirements(["packaging>=20", "envhub-no-such-distribution>=1"])
+    {'envhub-no-such-distribution>=1': 'not installed'}
+    """
+    return {r: why for r in requirements if (why := _unsatisfied(r)) is not None}
 
 
 def _unsatisfied(text: str) -> str | None:
