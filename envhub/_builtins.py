@@ -114,8 +114,15 @@ VERIFIER_KINDS = (
 # --- harness protocols ------------------------------------------------------------------------
 
 
-def _responder(env: Any, task: Any, messages: list[dict[str, Any]], state: Any) -> str | None:
-    return env._respond(task, messages, state)  # type: ignore[no-any-return]
+def _responder(env: Any, task: Any, messages: list[dict[str, Any]], state: Any) -> Any:
+    """The bundle's responder's reply: a string, None, or (an ``async def`` responder) an
+    awaitable of either, which the episode awaits (``astep``) or runs to completion (``step``).
+    The episode checks the reply's type."""
+    respond = env._responder
+    assert respond is not None  # rule H3: multi-turn has a responder
+    if env._responder_takes_state:
+        return respond(task, messages, state=state)
+    return respond(task, messages)
 
 
 HARNESS_PROTOCOLS = (

@@ -7,6 +7,8 @@ For every task of every split whose tasks are present:
 - **noop**: an empty answer scores below 1.0 (a floor against verifiers that reward
   nothing, the easiest reward hack);
 - **deterministic**: playing the reference again gives the same reward;
+- **raised**: an episode that raises (the responder, the state's setup) is that task's
+  problem (``check-responder``, ``check-raised``), and the other tasks are still checked;
 - **reset**: for per-episode state, what one episode writes is gone in the next (for state
   kind sandbox, a file written with the built-in bash tool).
 
@@ -18,13 +20,14 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from envhub.problems import Problem
 from envhub.runtime._environment import Environment
+from envhub.runtime._episode import RESPONDER_NOTE
 from envhub.runtime._types import Message, Task
 
 if TYPE_CHECKING:
@@ -151,40 +154,70 @@ def self_test(env: Environment | CompositeEnvironment, *, splits: Iterable[str] 
         for task in env.tasks(name, limit=cap):
             result.tasks += 1
             where = f"{name}/{task.id}"
-            reference = env.reference_actions(task)
-            if reference:
-                result.with_reference += 1
-                reward, error = _play(env, task, reference)
-                again, _ = _play(env, task, reference)
-                result.episodes += 2
-                if reward != 1.0 and error:
-                    failed.setdefault((reward, error.replace(task.id, "\0")), []).append((where, error))
-                elif reward != 1.0:
-                    problem("check-reference", f"{where}: the reference scores {reward:g}, not 1.0",
-                            "fix the task's reference answer or the verifier")
-                if again != reward:
-                    problem("check-deterministic",
-                            f"{where}: scoring the same answer twice gave {reward:g} then {again:g}",
-                            "make the verifier deterministic (seed any randomness)")
-            noop, _ = _play(env, task, [])
-            result.episodes += 1
-            if noop >= 1.0:
-                problem("check-noop", f"{where}: an empty answer scores {noop:g}",
-                        "the verifier rewards doing nothing: check its field and normalisation")
+            try:
+                _check_task(env, task, where, result, problem, failed)
+            except Exception as e:  # the bundle's code raised: this task's problem, the others go on
+                result.problems.append(_raised(e, where, manifest_file))
+                continue
             if not reset_checked:
                 result.problems.extend(_check_reset(env, task, manifest_file))
                 reset_checked = True
-    for (reward, _), failures in failed.items():
-        failed_at = [w for w, _ in failures]
-        tasks = failed_at[0] if len(failed_at) == 1 else f"{len(failed_at)} tasks ({_first_few(failed_at)})"
-        problem("check-reference", f"{tasks}: the reference scores {reward:g}, not 1.0 ({failures[0][1]})",
-                "fix the task's reference answer or the verifier")
+    _report_failed(failed, problem)
     if result.tasks and not result.with_reference:
         result.problems.append(Problem(
             "warning", "check-no-reference", "no task has a reference answer, so the verifier was not checked "
             "against a correct one", file=manifest_file, field="tasks",
             hint="give tasks the verifier's answer field, a 'solution' (code tests) or a 'reference'"))
     return result
+
+
+def _check_task(env: Environment | CompositeEnvironment, task: Task, where: str, result: CheckResult,
+                problem: Callable[[str, str, str], None],
+                failed: dict[tuple[float, str], list[tuple[str, str]]]) -> None:
+    """The reference, determinism and noop checks of one task."""
+    reference = env.reference_actions(task)
+    if reference:
+        result.with_reference += 1
+        reward, error = _play(env, task, reference)
+        again, _ = _play(env, task, reference)
+        result.episodes += 2
+        if reward != 1.0 and error:
+            failed.setdefault((reward, error.replace(task.id, "\0")), []).append((where, error))
+        elif reward != 1.0:
+            problem("check-reference", f"{where}: the reference scores {reward:g}, not 1.0",
+                    "fix the task's reference answer or the verifier")
+        if again != reward:
+            problem("check-deterministic",
+                    f"{where}: scoring the same answer twice gave {reward:g} then {again:g}",
+                    "make the verifier deterministic (seed any randomness)")
+    noop, _ = _play(env, task, [])
+    result.episodes += 1
+    if noop >= 1.0:
+        problem("check-noop", f"{where}: an empty answer scores {noop:g}",
+                "the verifier rewards doing nothing: check its field and normalisation")
+
+
+def _report_failed(failed: dict[tuple[float, str], list[tuple[str, str]]],
+                   problem: Callable[[str, str, str], None]) -> None:
+    for (reward, _), failures in failed.items():
+        failed_at = [w for w, _ in failures]
+        tasks = failed_at[0] if len(failed_at) == 1 else f"{len(failed_at)} tasks ({_first_few(failed_at)})"
+        problem("check-reference", f"{tasks}: the reference scores {reward:g}, not 1.0 ({failures[0][1]})",
+                "fix the task's reference answer or the verifier")
+
+
+def _raised(e: Exception, where: str, manifest_file: str) -> Problem:
+    """The problem of a task whose episode raised (the responder, the state's setup, ...)."""
+    notes = [n for n in getattr(e, "__notes__", ()) if n.startswith(RESPONDER_NOTE)]
+    what = f"{type(e).__name__}: {e}"
+    if notes:
+        entry = notes[0][len(RESPONDER_NOTE):].strip() or "the responder"
+        return Problem("error", "check-responder", f"{where}: the responder {entry} raised {what}",
+                       file=manifest_file, field="harness.responder",
+                       hint="fix the responder: for every turn it must return the next user message (a "
+                            "string) or None to end the episode, and not raise")
+    return Problem("error", "check-raised", f"{where}: playing the task raised {what}", file=manifest_file,
+                   hint="fix the environment's code for this task (its state's setup, its tools or its verifier)")
 
 
 def _first_few(names: list[str], shown: int = 3) -> str:

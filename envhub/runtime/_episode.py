@@ -17,8 +17,9 @@ run of many episodes goes on.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import random
-from collections.abc import Coroutine
+from collections.abc import Awaitable, Coroutine
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from envhub.errors import UsageError
@@ -126,7 +127,9 @@ class Episode:
             results = [_on(loop, self._arun_tool(call)) for call in calls] if calls else None
         else:
             results = [self._run_tool(call) for call in calls] if calls else None
-        going_on, info = self._continue(results)
+        going_on, info, ask = self._continue(results)
+        if ask:
+            going_on = self._replied(self._respond(loop), info)
         if going_on is not None:
             return going_on
         trajectory = Trajectory(self.messages)
@@ -151,7 +154,9 @@ class Episode:
         threads, and verifiers that do I/O (code tests, LLM judges) do not block the loop."""
         calls = self._tool_calls(self._take_turn(action))
         results = [await self._here(self._arun_tool(call)) for call in calls] if calls else None
-        going_on, info = self._continue(results)
+        going_on, info, ask = self._continue(results)
+        if ask:
+            going_on = self._replied(await self._here(self._arespond()), info)
         if going_on is not None:
             return going_on
         score = await self._here(self.env.ascore(self.task, Trajectory(self.messages), state=self.state))
@@ -226,24 +231,52 @@ class Episode:
             return []
         return list(message.get("tool_calls") or [])
 
-    def _continue(self, results: list[ToolCallResult] | None) -> tuple[StepResult | None, dict[str, Any]]:
+    def _continue(self, results: list[ToolCallResult] | None) -> tuple[StepResult | None, dict[str, Any], bool]:
         """After the model's turn (and its tool results, if it called tools): the step that
-        continues the episode, or None when the episode ends now; and the step's info."""
+        continues the episode, or None when the episode ends now; the step's info; and
+        whether the responder is to answer (then :meth:`_replied` decides)."""
         info: dict[str, Any] = {}
         if results is not None:
             self._add_tool_results(results, info)
             if self.turns < self.env.max_turns:
-                return StepResult(self.observation(), None, False, info), info
+                return StepResult(self.observation(), None, False, info), info, False
             self.truncated = True
         elif self.env._protocol.respond is not None:
             if self.turns >= self.env.max_turns:
                 self.truncated = True
             else:
-                reply = self.env._protocol.respond(self.env, self.task, self.messages, self.state)
-                if reply is not None:
-                    self.messages.append({"role": "user", "content": reply})
-                    return StepResult(self.observation(), None, False, info), info
-        return None, info
+                return None, info, True
+        return None, info, False
+
+    def _replied(self, reply: str | None, info: dict[str, Any]) -> StepResult | None:
+        """The step that continues the episode with the responder's ``reply``, or None (it ended it)."""
+        if reply is None:
+            return None
+        self.messages.append({"role": "user", "content": reply})
+        return StepResult(self.observation(), None, False, info)
+
+    def _respond(self, loop: asyncio.AbstractEventLoop | None) -> str | None:
+        """The responder's reply on the sync path: an ``async def`` responder is run to
+        completion (on the state's loop when it has one)."""
+        try:
+            reply = self.env._protocol.respond(self.env, self.task, self.messages, self.state)
+            if inspect.isawaitable(reply):
+                reply = _on(loop, _awaited(reply)) if loop is not None else asyncio.run(_awaited(reply))
+        except Exception as e:
+            raise _from_responder(e, self.env) from None
+        return _reply_text(reply, self.env)
+
+    async def _arespond(self) -> str | None:
+        """The responder's reply on the async path: a plain function runs in a worker thread
+        (so a slow one does not hold up other episodes), an ``async def`` one is awaited."""
+        try:
+            reply = await asyncio.to_thread(self.env._protocol.respond, self.env, self.task, self.messages,
+                                            self.state)
+            if inspect.isawaitable(reply):
+                reply = await reply
+        except Exception as e:
+            raise _from_responder(e, self.env) from None
+        return _reply_text(reply, self.env)
 
     def _noise(self) -> bool:
         rate = self.env._tool_error_rate
@@ -302,6 +335,32 @@ class Episode:
         state, self._state = self._state, None
         if state is not None and self.env._state_spec.reset == "per-episode":
             await state.arelease()
+
+
+#: The note an exception raised by the responder carries (``validate --check`` reads it).
+RESPONDER_NOTE = "raised by the responder"
+
+
+def _from_responder(e: Exception, env: EpisodeHost) -> Exception:
+    """``e``, noted as the responder's (:data:`RESPONDER_NOTE`), unchanged otherwise, so an
+    eval records it as it always has."""
+    entry = getattr(env._harness, "responder", None)
+    note = f"{RESPONDER_NOTE} {entry}" if entry else RESPONDER_NOTE
+    if note not in getattr(e, "__notes__", ()):
+        e.add_note(note)
+    return e
+
+
+def _reply_text(reply: Any, env: EpisodeHost) -> str | None:
+    if reply is not None and not isinstance(reply, str):
+        entry = getattr(env._harness, "responder", None) or "the responder"
+        raise _from_responder(TypeError(f"responder {entry} returned {type(reply).__name__}, "
+                                        "not a string or None"), env)
+    return reply
+
+
+async def _awaited(awaitable: Awaitable[T]) -> T:
+    return await awaitable
 
 
 def _on(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> T:
