@@ -164,11 +164,11 @@ def test_a_plain_responder_runs_in_the_callers_thread_on_the_sync_path(tmp_path:
 
 
 def test_a_reply_that_is_not_a_string_names_the_responder(tmp_path: Path) -> None:
-    with envhub.load(_bundle(tmp_path, WRONG_TYPE_GAME), trust_code=True) as env:
-        with env.episode(_first_task(env)) as episode:
-            episode.reset()
-            with pytest.raises(TypeError, match=r"^responder demo.game:respond returned int, not a string or None"):
-                episode.step("1")
+    env = envhub.load(_bundle(tmp_path, WRONG_TYPE_GAME), trust_code=True)
+    with env, env.episode(_first_task(env)) as episode:
+        episode.reset()
+        with pytest.raises(TypeError, match=r"^responder demo.game:respond returned int, not a string or None"):
+            episode.step("1")
 
 
 # --- validate --check ---------------------------------------------------------------------
