@@ -131,7 +131,7 @@ class HarnessProtocol:
 
     name: str
     runs_tools: bool = False
-    respond: Callable[[Any, Any, list[dict[str, Any]], Any], str | None] | None = None
+    respond: Callable[[Any, Any, list[dict[str, Any]], Any], str | None | Awaitable[str | None]] | None = None
     max_turns: int | None = None
     description: str = ""
 

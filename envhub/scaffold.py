@@ -197,8 +197,8 @@ def respond(task: dict, messages: list[dict]) -> str | None:
 
 
 _TOOLS_HEADER = '''"""Tools the model can call. Each is a plain function: its type hints and docstring
-become the tool's JSON schema. A keyword-only ``state`` parameter, if present, receives the
-episode's state and is not shown to the model."""
+become the tool's JSON schema. The parameter annotated ``State[...]``, if there is one,
+receives the episode's state and is not shown to the model."""
 
 from __future__ import annotations
 '''
@@ -264,13 +264,15 @@ def _workspace_tools(module: str) -> _Bundle:
     tools = _TOOLS_HEADER + '''
 from pathlib import Path
 
+from envhub.runtime import State
 
-def list_files(*, state: Path) -> str:
+
+def list_files(*, state: State[Path]) -> str:
     """List every file in the workspace, one path per line."""
     return "\\n".join(sorted(p.relative_to(state).as_posix() for p in state.rglob("*") if p.is_file()))
 
 
-def read_file(path: str, *, state: Path) -> str:
+def read_file(path: str, *, state: State[Path]) -> str:
     """Read a text file of the workspace.
 
     Args:
@@ -313,8 +315,10 @@ def _shop_tools(module: str) -> _Bundle:
     tools = _TOOLS_HEADER + '''
 import sqlite3
 
+from envhub.runtime import State
 
-def list_tables(*, state: sqlite3.Connection) -> str:
+
+def list_tables(*, state: State[sqlite3.Connection]) -> str:
     """List the database's tables with their columns."""
     out = []
     for (table,) in state.execute("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name"):
@@ -323,7 +327,7 @@ def list_tables(*, state: sqlite3.Connection) -> str:
     return "\\n".join(out)
 
 
-def run_sql(query: str, *, state: sqlite3.Connection) -> str:
+def run_sql(query: str, *, state: State[sqlite3.Connection]) -> str:
     """Run one read-only SQL query and return up to 50 rows as tab-separated lines.
 
     Args:

@@ -55,8 +55,8 @@ def test_dev_alternates_the_children_and_each_task_runs_in_its_own_environment(c
 
         arith, shop = tasks[0], tasks[1]
         assert env.task_provenance(shop) == {
-            "env": SHOP, "version": "1.0.1", "digest": children[SHOP], "score_version": 1,
-            "source": f"{SHOP} 1.0.1 at {EXAMPLES / 'shop-db'}", "split": "dev", "task_id": "shop-dev-001"}
+            "env": SHOP, "version": "1.0.2", "digest": children[SHOP], "score_version": 1,
+            "source": f"{SHOP} 1.0.2 at {EXAMPLES / 'shop-db'}", "split": "dev", "task_id": "shop-dev-001"}
         # Read from its directory, the same content as published: the same digest.
         assert env.task_provenance(arith)["digest"] == children[ARITH]
 
@@ -122,7 +122,7 @@ def test_validate_check_needs_nothing_published_and_push_needs_the_children_firs
     assert pushed.code == 2
     version = envhub.load(EXAMPLES / "arith-word-problems", trust_code=True).version
     assert pushed.err.splitlines()[-2:] == [
-        f"envhub: error: envhub-examples/math-and-shop 1.1.0 depends on {ARITH}=={version} "
+        f"envhub: error: envhub-examples/math-and-shop 1.1.1 depends on {ARITH}=={version} "
         "(path '../arith-word-problems'), "
         f"which is not in {(Path(os.environ['ENVHUB_HOME']) / 'registry').as_uri()}",
         f"  hint: push it to this registry first: envhub push {EXAMPLES / 'arith-word-problems'}"]

@@ -216,17 +216,6 @@ class Environment:
             messages.append({"role": "user", "content": prompt if isinstance(prompt, str) else str(prompt)})
         return messages
 
-    def _respond(self, task: Task, messages: list[Message], state: Any) -> str | None:
-        assert self._responder is not None  # rule H3: multi-turn has a responder
-        if self._responder_takes_state:
-            reply = self._responder(task, messages, state=state)
-        else:
-            reply = self._responder(task, messages)
-        if reply is not None and not isinstance(reply, str):
-            raise TypeError(f"responder {self._harness.responder} returned {type(reply).__name__}, "
-                            "not a string or None")
-        return reply
-
     async def _aacquire_state(self, task: Task) -> StateHandle:
         """:meth:`_acquire_state` for an event loop: states that live on a loop start on this one."""
         if self._state_spec.reset == "per-episode":
