@@ -34,7 +34,9 @@ if TYPE_CHECKING:
     from envhub.registry import Registry, VersionEntry, open_registry
     from envhub.runtime import (
         Environment,
+        EnvironmentProtocol,
         Episode,
+        EpisodeProtocol,
         EvalResult,
         EvalSummary,
         Observation,
@@ -56,6 +58,7 @@ _WHERE = {
     "parse_manifest": "envhub.manifest",
     "Registry": "envhub.registry", "VersionEntry": "envhub.registry", "open_registry": "envhub.registry",
     "Environment": "envhub.runtime", "Episode": "envhub.runtime", "Observation": "envhub.runtime",
+    "EnvironmentProtocol": "envhub.runtime", "EpisodeProtocol": "envhub.runtime",
     "Score": "envhub.runtime", "StepResult": "envhub.runtime", "Task": "envhub.runtime",
     "Trajectory": "envhub.runtime", "load": "envhub._load",
     "evaluate": "envhub._evaluate", "EvalResult": "envhub.runtime", "EvalSummary": "envhub.runtime",
@@ -67,7 +70,8 @@ _WHERE = {
 # tests/test_architecture.py checks that the two agree.
 __all__ = [
     "__version__", "BuiltBundle", "BundleCheck", "BundleError", "Context", "EnvName", "EnvNotFoundError",
-    "EnvRef", "EnvhubError", "Environment", "Episode", "EvalResult", "EvalSummary", "IntegrityError",
+    "EnvRef", "EnvhubError", "Environment", "EnvironmentProtocol", "Episode", "EpisodeProtocol", "EvalResult",
+    "EvalSummary", "IntegrityError",
     "InvalidIdError", "Manifest", "ManifestError", "Observation", "PolicyError", "Registry", "RegistryError",
     "RolloutRecord", "Score", "StepResult", "Task", "Trajectory", "TrustError", "VersionConflictError",
     "VersionEntry", "build_bundle", "dump_manifest", "evaluate", "hookimpl", "load", "load_manifest",

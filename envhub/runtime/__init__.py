@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from envhub.runtime._code import CodeSpace, code_entry_points, trusted_namespaces
     from envhub.runtime._composite import CompositeEnvironment
     from envhub.runtime._curriculum import Curriculum, Draw, LevelChange
-    from envhub.runtime._environment import Environment, SplitInfo
+    from envhub.runtime._environment import Environment
     from envhub.runtime._episode import Episode
     from envhub.runtime._eval import (
         CurriculumRun,
@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         summarize,
     )
     from envhub.runtime._golden import check_recorded, compare
+    from envhub.runtime._protocols import EnvironmentProtocol, EpisodeProtocol, SplitInfo
     from envhub.runtime._records import (
         RECORD_VERSION,
         CurriculumInfo,
@@ -56,7 +57,8 @@ if TYPE_CHECKING:
 
 _WHERE = {
     "Curriculum": "_curriculum", "Draw": "_curriculum", "LevelChange": "_curriculum",
-    "Environment": "_environment", "SplitInfo": "_environment", "Episode": "_episode",
+    "Environment": "_environment", "Episode": "_episode",
+    "EnvironmentProtocol": "_protocols", "EpisodeProtocol": "_protocols", "SplitInfo": "_protocols",
     "CodeSpace": "_code", "code_entry_points": "_code", "trusted_namespaces": "_code",
     "Observation": "_types", "Score": "_types", "StepResult": "_types", "Task": "_types", "Trajectory": "_types",
     # What plugins implement (docs/plugins.md): state kinds and rollout executors.
@@ -86,7 +88,8 @@ _WHERE = {
 # tests/test_architecture.py checks that the two agree.
 __all__ = [
     "ChatClient", "CheckResult", "CodeSpace", "CompositeEnvironment", "Curriculum", "CurriculumInfo",
-    "CurriculumRun", "CurriculumSummary", "Draw", "Environment", "Episode", "ErrorKind", "EvalResult",
+    "CurriculumRun", "CurriculumSummary", "Draw", "Environment", "EnvironmentProtocol", "Episode", "EpisodeProtocol",
+    "ErrorKind", "EvalResult",
     "EpisodeState", "EvalRun", "EvalSummary", "Evaluation", "Executor", "GENERATED_CHECK_LIMIT", "LevelChange",
     "LocalExecutor",
     "Observation", "RECORD_VERSION", "RemoteEnvironment", "RemoteError", "RolloutError", "RolloutJob",

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from envhub.errors import BundleError, EnvNotFoundError
 from envhub.manifest import Manifest
-from envhub.runtime._environment import Environment, SplitInfo, bundle_digest, provenance
+from envhub.runtime._environment import Environment, bundle_digest, provenance
 from envhub.runtime._episode import Episode
+from envhub.runtime._protocols import SplitInfo
 from envhub.runtime._types import Message, Score, Task, Trajectory
 
 if TYPE_CHECKING:

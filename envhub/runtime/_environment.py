@@ -5,7 +5,6 @@ from __future__ import annotations
 import inspect
 import json
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -14,6 +13,7 @@ from envhub.errors import PluginError
 from envhub.manifest import Manifest
 from envhub.runtime._code import CodeSpace
 from envhub.runtime._episode import Episode
+from envhub.runtime._protocols import SplitInfo
 from envhub.runtime._state import StateFactory, StateHandle, make_state_factory
 from envhub.runtime._tasks import TaskSource
 from envhub.runtime._tools import Tool, make_tool
@@ -28,16 +28,6 @@ __all__ = ["DEFAULT_MAX_TURNS", "Environment", "SplitInfo"]
 
 #: ``max-turns`` of multi-turn and tool-use episodes when the manifest leaves it out.
 DEFAULT_MAX_TURNS = 10
-
-
-@dataclass(frozen=True, slots=True)
-class SplitInfo:
-    name: str
-    held_out: bool
-    #: False for a held-out split whose tasks this copy of the bundle does not have.
-    available: bool
-    rows: int | None
-    generated: bool
 
 
 class Environment:

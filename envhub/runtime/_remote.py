@@ -29,7 +29,8 @@ from envhub._version import __version__
 from envhub.errors import EnvhubError, EnvNotFoundError, InvalidIdError, UsageError
 from envhub.manifest import Manifest, parse_manifest
 from envhub.runtime._chat import _ssl_context  # one CA bundle load per process, shared with ChatClient
-from envhub.runtime._environment import Environment, SplitInfo
+from envhub.runtime._environment import Environment
+from envhub.runtime._protocols import SplitInfo
 from envhub.runtime._types import (
     Action,
     Message,
