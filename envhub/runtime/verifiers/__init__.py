@@ -24,6 +24,7 @@ from envhub.runtime.verifiers._exact import ExactMatchVerifier, normalize
 from envhub.runtime.verifiers._json import JsonMatchVerifier, parse_json_answer
 from envhub.runtime.verifiers._numeric import NumericVerifier, extract_number
 from envhub.runtime.verifiers._python import PythonEntryPointVerifier
+from envhub.runtime.verifiers._reference import Reference, reference_messages, spec_reference
 from envhub.runtime.verifiers._regex import RegexVerifier
 from envhub.runtime.verifiers._rubric import Criterion, RubricVerifier
 from envhub.runtime.verifiers._workspace_tests import (
@@ -56,6 +57,7 @@ __all__ = [
     "MissingFieldError",
     "NumericVerifier",
     "PythonEntryPointVerifier",
+    "Reference",
     "RegexVerifier",
     "RubricVerifier",
     "TestOutcome",
@@ -70,6 +72,8 @@ __all__ = [
     "normalize",
     "parse_json_answer",
     "plugin_factories",
+    "reference_messages",
+    "spec_reference",
     "parse_tests",
     "plan_tests",
     "run_tests",

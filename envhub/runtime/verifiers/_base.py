@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from envhub.errors import EnvhubError
 from envhub.runtime._types import Score, Task, Trajectory
+from envhub.runtime.verifiers._reference import Reference
 
 if TYPE_CHECKING:
     from envhub.lookup import PluginLookup
@@ -78,6 +79,13 @@ class Verifier:
         """The same as :meth:`score`, for an event loop. Verifiers that wait on I/O (a
         subprocess, an HTTP endpoint) override this so they never block the loop."""
         return self.score(task, trajectory, state=state)
+
+    def reference(self, task: Task) -> Reference | None:
+        """What solves ``task`` for this verifier: a completion, or assistant turns (tool calls
+        included; see :func:`~envhub.runtime.verifiers.reference_messages`), or None when it
+        cannot say. The ``reference`` policy plays it and ``envhub validate --check`` checks
+        that it scores 1; a task's own ``reference`` field comes first. The default: None."""
+        return None
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} kind={self.kind!r}>"

@@ -38,6 +38,7 @@ from typing import Any, TypeVar
 
 from envhub.runtime._types import Score, Task, Trajectory
 from envhub.runtime.verifiers._base import Verifier, VerifierError, task_value
+from envhub.runtime.verifiers._reference import Reference, code_reference
 from envhub.sandbox import Limits, Outcome, Sandbox, Session, codec
 
 __all__ = ["CallCase", "CodeTestsVerifier", "IoCase", "TestOutcome", "TestsResult", "extract_code", "parse_tests",
@@ -391,6 +392,10 @@ class CodeTestsVerifier(Verifier):
             raise VerifierError(f"code-tests supports language 'python' only, not {spec.language!r}")
         self.tests_field: str = spec.tests_field
         self.sandbox = sandbox or Sandbox(Limits(timeout_s=spec.timeout_s, memory_mb=spec.memory_mb))
+
+    def reference(self, task: Task) -> Reference | None:
+        """The task's ``solution`` (source code) in a fenced Python block; None without one."""
+        return code_reference(task)
 
     def _inputs(self, task: Task, trajectory: Trajectory) -> tuple[str, str | list[CallCase] | list[IoCase]]:
         tests = parse_tests(task_value(task, self.tests_field, self.kind), task, self.tests_field)

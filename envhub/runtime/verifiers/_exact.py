@@ -10,6 +10,7 @@ from typing import Any
 
 from envhub.runtime._types import Score, Task, Trajectory
 from envhub.runtime.verifiers._base import Verifier, VerifierError, task_value
+from envhub.runtime.verifiers._reference import Reference, field_reference
 
 __all__ = ["ExactMatchVerifier", "normalize"]
 
@@ -55,6 +56,10 @@ class ExactMatchVerifier(Verifier):
         self.field: str = spec.field
         self.steps: tuple[str, ...] = tuple(spec.normalize)
         normalize("", self.steps)  # refuse an unknown step now, not at the first episode
+
+    def reference(self, task: Task) -> Reference | None:
+        """The task's field as text; None when it has none."""
+        return field_reference(task, self.field, self.kind)
 
     def score(self, task: Task, trajectory: Trajectory, *, state: Any = None) -> Score:
         """Raises :class:`MissingFieldError` when the task lacks the field."""

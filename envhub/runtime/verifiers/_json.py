@@ -8,6 +8,7 @@ from typing import Any
 
 from envhub.runtime._types import Score, Task, Trajectory
 from envhub.runtime.verifiers._base import Verifier, VerifierError, task_value
+from envhub.runtime.verifiers._reference import Reference, field_reference
 
 __all__ = ["JsonMatchVerifier", "json_difference", "parse_json_answer"]
 
@@ -119,6 +120,10 @@ class JsonMatchVerifier(Verifier):
                 f"task {task.id!r} field {self.field!r} is a string but not JSON text: {e}",
                 hint='a string field is parsed as JSON; write the string "yes" as "\\"yes\\""',
             ) from e
+
+    def reference(self, task: Task) -> Reference | None:
+        """The task's field as JSON; None when it has none."""
+        return field_reference(task, self.field, self.kind)
 
     def score(self, task: Task, trajectory: Trajectory, *, state: Any = None) -> Score:
         """Raises :class:`MissingFieldError`, or :class:`VerifierError` when the field is a

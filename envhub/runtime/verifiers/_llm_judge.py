@@ -16,6 +16,7 @@ from envhub.errors import PolicyError, UsageError
 from envhub.runtime._chat import DEFAULT_BASE_URL, ChatClient, ChatResult
 from envhub.runtime._types import Message, Score, Task, Trajectory, _text
 from envhub.runtime.verifiers._base import Verifier, VerifierContext, VerifierError
+from envhub.runtime.verifiers._reference import Reference
 
 if TYPE_CHECKING:
     pass
@@ -52,6 +53,11 @@ class LlmJudgeVerifier(Verifier):
     """
 
     kind = "llm-judge"
+
+    def reference(self, task: Task) -> Reference | None:
+        """The task's ``reference`` field when it is text (the judge is shown it); else None."""
+        reference = task.get("reference")
+        return reference if isinstance(reference, str) else None
 
     def __init__(self, spec: Any, ctx: VerifierContext, *, client: ChatClient | None = None) -> None:
         """Raises :class:`UsageError` when the judge is the policy's own model (unless the

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from envhub.runtime._types import Score, Task, Trajectory
 from envhub.runtime.verifiers._base import Verifier, VerifierError, task_value
+from envhub.runtime.verifiers._reference import Reference, field_reference
 
 __all__ = ["NumericVerifier", "extract_number", "parse_number"]
 
@@ -158,6 +159,11 @@ class NumericVerifier(Verifier):
         self.tolerance = Fraction(repr(float(spec.tolerance)))
         self.relative_tolerance = Fraction(repr(float(spec.relative_tolerance)))
         self.extract: Extract = spec.extract
+
+    def reference(self, task: Task) -> Reference | None:
+        """The task's number, boxed unless the verifier extracts the last number; None when
+        the task has no such field."""
+        return field_reference(task, self.field, self.kind, extract=self.extract)
 
     def score(self, task: Task, trajectory: Trajectory, *, state: Any = None) -> Score:
         """Raises :class:`MissingFieldError` when the task lacks the field and

@@ -9,6 +9,7 @@ from typing import Any
 
 from envhub.runtime._types import Score, Task, Trajectory
 from envhub.runtime.verifiers._base import Verifier, VerifierError
+from envhub.runtime.verifiers._reference import Reference
 
 __all__ = ["Criterion", "RubricVerifier"]
 
@@ -56,6 +57,14 @@ class RubricVerifier(Verifier):
         rubric = cls.__new__(cls)
         rubric.criteria = cls._check(criteria)
         return rubric
+
+    def reference(self, task: Task) -> Reference | None:
+        """The reference of the first criterion that has one (it need not satisfy the others)."""
+        for criterion in self.criteria:
+            found = criterion.verifier.reference(task)
+            if found is not None:
+                return found
+        return None
 
     def score(self, task: Task, trajectory: Trajectory, *, state: Any = None) -> Score:
         scores = []
