@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import inspect
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -161,21 +161,22 @@ class Environment:
     def reference_actions(self, task: Task) -> list[Message]:
         """The assistant turns that solve ``task``, for the ``reference`` policy: the task's
         ``reference`` field (an answer, or a list of assistant turns, tool calls included);
-        else its ``solution`` for code tests; else the verifier's expected answer, written
-        the way the verifier reads it. Empty when the task has no reference."""
+        else, when the harness has a ``bash`` tool, the task's ``solution`` commands as bash
+        calls; else what the verifier says solves it (:meth:`Verifier.reference
+        <envhub.runtime.verifiers.Verifier.reference>`, a plugin kind's too). Empty when
+        there is no reference."""
+        from envhub.runtime.verifiers import reference_messages, spec_reference
+
         reference = task.data.get("reference")
-        if isinstance(reference, str):
-            return [{"role": "assistant", "content": reference}]
-        if isinstance(reference, list):
-            return [_reference_turn(turn, i) for i, turn in enumerate(reference)]
+        if isinstance(reference, (str, list)):
+            return reference_messages(reference)
         if "bash" in self.manifest.harness.builtin_tools and "solution" in task.data:
             return _shell_reference(task.data["solution"])
-        verifier = self.manifest.verifier
-        for spec in getattr(verifier, "criteria", None) or [verifier]:
-            answer = _answer_for(spec, task)
-            if answer is not None:
-                return [{"role": "assistant", "content": answer}]
-        return []
+        # A served environment borrows this method: its verifier is on the server, so the
+        # rule is read from the manifest's spec (built-in kinds only).
+        verifier: Verifier | None = getattr(self, "_verifier", None)
+        found = verifier.reference(task) if verifier is not None else spec_reference(self.manifest.verifier, task)
+        return reference_messages(found) if found is not None else []
 
     # -- provenance ---------------------------------------------------------------------
 
@@ -287,43 +288,3 @@ def _shell_reference(solution: Any) -> list[Message]:
              for i, command in enumerate(commands)]
     return [{"role": "assistant", "content": None, "tool_calls": calls},
             {"role": "assistant", "content": "Done."}]
-
-
-def _reference_turn(turn: Any, index: int) -> Message:
-    if isinstance(turn, str):
-        return {"role": "assistant", "content": turn}
-    message = dict(turn)
-    message.setdefault("role", "assistant")
-    calls = []
-    for j, call in enumerate(message.get("tool_calls") or []):
-        call = dict(call)
-        call.setdefault("id", f"ref-{index}-{j}")
-        call.setdefault("type", "function")
-        function = dict(call.get("function") or {})
-        if not isinstance(function.get("arguments", ""), str):
-            function["arguments"] = json.dumps(function["arguments"])
-        call["function"] = function
-        calls.append(call)
-    if calls:
-        message["tool_calls"] = calls
-    message.setdefault("content", None if calls else "")
-    return message
-
-
-def _answer_for(spec: Any, task: Mapping[str, Any]) -> str | None:
-    """The expected answer of one verifier spec, as a completion it accepts, or None."""
-    kind = spec.kind
-    if kind == "code-tests":
-        solution = task.get("solution")
-        return f"```python\n{solution}\n```" if isinstance(solution, str) else None
-    field = getattr(spec, "field", None)
-    if field is None or field not in task:
-        return None
-    value = task[field]
-    if kind == "numeric":
-        return f"\\boxed{{{value}}}" if spec.extract in ("boxed", "auto") else str(value)
-    if kind == "json-match":
-        return json.dumps(value, ensure_ascii=False)
-    if kind == "exact-match":
-        return value if isinstance(value, str) else str(value)
-    return None
