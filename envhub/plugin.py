@@ -31,7 +31,9 @@ What a plugin implements or receives:
 - **registrations** (what hooks return): :class:`VerifierKind`, :class:`HarnessProtocol`,
   :class:`StateKind`, :class:`TaskFormat`, :class:`TaskGenerator`, :class:`RegistryBackend`,
   :class:`PolicyKind`, :class:`ExecutorKind`, :class:`WorkspaceBackend`, :class:`EnvironmentPackage`;
-- **verifiers**: subclass :class:`Verifier` (``score``, and ``ascore`` if it waits on I/O),
+- **verifiers**: subclass :class:`Verifier` (``score``, and ``ascore`` if it waits on I/O,
+  and ``reference`` returning a :class:`Reference` so the ``reference`` policy and
+  ``validate --check`` can play what solves a task),
   built by a :data:`VerifierFactory` from its options (an :class:`OptionsModel`), a
   :class:`VerifierContext` and the other kinds' factories; read a task's fields with
   :func:`task_value`; raise :class:`VerifierError` when it cannot score;
@@ -110,6 +112,7 @@ if TYPE_CHECKING:
     )
     from envhub.runtime.verifiers import (
         MissingFieldError,
+        Reference,
         Verifier,
         VerifierContext,
         VerifierError,
@@ -132,7 +135,7 @@ _WHERE: dict[str, tuple[str, str]] = {
     "PolicyOptions": ("envhub.runtime.policies", "PolicyOptions"),
     "VerifierFactory": ("envhub.runtime.verifiers", "Factory"),
     **{name: ("envhub.runtime.verifiers", name) for name in (
-        "MissingFieldError", "Verifier", "VerifierContext", "VerifierError", "task_value")},
+        "MissingFieldError", "Reference", "Verifier", "VerifierContext", "VerifierError", "task_value")},
     "Settings": ("envhub.settings", "Settings"),
     **{name: ("envhub.sandbox", name) for name in ("CommandResult", "ShellLimits", "ShellWorkspace",
                                                    "WorkspaceError")},
@@ -157,6 +160,7 @@ __all__ = [
     "PolicyKind",
     "PolicyOptions",
     "PublishResult",
+    "Reference",
     "Registry",
     "RegistryBackend",
     "RegistryError",
