@@ -6,7 +6,7 @@ import inspect
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from envhub._version import __version__
 from envhub.errors import PluginError
@@ -229,7 +229,7 @@ class Environment:
         for handle in states.values():
             handle.release()
 
-    def __enter__(self) -> Environment:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
