@@ -25,17 +25,17 @@ from typing import TYPE_CHECKING, Any
 from envhub.context import Context
 
 if TYPE_CHECKING:
-    from envhub._load import LoadedEnvironment
-    from envhub.runtime import EvalResult, Evaluation, Executor, RolloutRecord
+    from envhub.runtime import EnvironmentProtocol, EvalResult, Evaluation, Executor, RolloutRecord
     from envhub.runtime.policies import Policy
 
 __all__ = ["aevaluate", "evaluate", "prepare_evaluation"]
 
 
-def evaluate(env: LoadedEnvironment | str | os.PathLike[str], policy: Policy | str, *, split: str, n: int | None = None,
-             k: int = 1, concurrency: int = 16, seed: int | None = None, output: str | os.PathLike[str] | None = None,
-             output_dir: str | os.PathLike[str] | None = None, resume: bool = False, curriculum: bool = False,
-             timeout_s: float | None = None, success_threshold: float = 1.0, executor: Executor | str = "local",
+def evaluate(env: EnvironmentProtocol | str | os.PathLike[str], policy: Policy | str, *, split: str,
+             n: int | None = None, k: int = 1, concurrency: int = 16, seed: int | None = None,
+             output: str | os.PathLike[str] | None = None, output_dir: str | os.PathLike[str] | None = None,
+             resume: bool = False, curriculum: bool = False, timeout_s: float | None = None,
+             success_threshold: float = 1.0, executor: Executor | str = "local",
              base_url: str | None = None, force_self_judge: bool = False, context: Context | None = None,
              trust_code: bool = False, registry: str | None = None, with_heldout: bool = False,
              offline: bool | None = None,
@@ -43,7 +43,7 @@ def evaluate(env: LoadedEnvironment | str | os.PathLike[str], policy: Policy | s
     """Roll out ``policy`` on ``split`` of ``env`` and return the typed result: the summary,
     the records, where they were written, and how many rollouts ran, were skipped and failed.
 
-    ``env`` is a loaded :class:`envhub.Environment` (left open), or an id, directory or
+    ``env`` is a loaded environment (:class:`envhub.EnvironmentProtocol`, left open), or an id, directory or
     served URL (loaded with ``context``, ``trust_code``, ``registry``, ``with_heldout`` and
     ``offline``, and closed at the end). ``policy`` is a policy object (left open), or a spec
     (``reference``, ``noop``, ``openai:MODEL`` with ``base_url``, ``python:MODULE:FUNC``, or
@@ -70,7 +70,7 @@ def evaluate(env: LoadedEnvironment | str | os.PathLike[str], policy: Policy | s
         evaluation.close()
 
 
-async def aevaluate(env: LoadedEnvironment | str | os.PathLike[str], policy: Policy | str, *, split: str,
+async def aevaluate(env: EnvironmentProtocol | str | os.PathLike[str], policy: Policy | str, *, split: str,
                     **options: Any) -> EvalResult:
     """:func:`evaluate` for a caller already inside an event loop (same arguments)."""
     on_record = options.pop("on_record", None)
@@ -81,7 +81,7 @@ async def aevaluate(env: LoadedEnvironment | str | os.PathLike[str], policy: Pol
         evaluation.close()
 
 
-def prepare_evaluation(env: LoadedEnvironment | str | os.PathLike[str], policy: Policy | str, *, split: str,
+def prepare_evaluation(env: EnvironmentProtocol | str | os.PathLike[str], policy: Policy | str, *, split: str,
                        n: int | None = None, k: int = 1, concurrency: int = 16, seed: int | None = None,
                        output: str | os.PathLike[str] | None = None, output_dir: str | os.PathLike[str] | None = None,
                        resume: bool = False, curriculum: bool = False, timeout_s: float | None = None,
@@ -137,7 +137,7 @@ def _close_now(policy: Policy) -> None:
 
 
 def _load(ref: str | os.PathLike[str], *, context: Context, trust_code: bool, registry: str | None,
-          with_heldout: bool, offline: bool | None) -> LoadedEnvironment:
+          with_heldout: bool, offline: bool | None) -> EnvironmentProtocol:
     from envhub._load import load
 
     return load(ref, context=context, trust_code=trust_code, registry=registry, with_heldout=with_heldout,

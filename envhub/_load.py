@@ -10,7 +10,7 @@ knows nothing of registries, projects or locks.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, TypeAlias, overload
+from typing import TYPE_CHECKING, Any
 
 # Only this, until the bundle is known not to shadow modules: everything else is imported
 # inside the functions, after the check (a bundle directory on sys.path could otherwise run
@@ -23,11 +23,7 @@ if TYPE_CHECKING:
     from envhub.context import Context
     from envhub.manifest import Manifest
     from envhub.project import LockedEnv
-    from envhub.runtime import CompositeEnvironment, Environment, RemoteEnvironment
-
-    #: What :func:`load` returns: a local environment, a composite of several, or one
-    #: served by ``envhub serve``. They share the methods a rollout uses.
-    LoadedEnvironment: TypeAlias = Environment | CompositeEnvironment | RemoteEnvironment
+    from envhub.runtime import CompositeEnvironment, Environment, EnvironmentProtocol
 
 __all__ = ["is_bundle_path", "load"]
 
@@ -52,26 +48,16 @@ def is_bundle_path(target: str | os.PathLike[str]) -> bool:
     return target.startswith((".", "/", "~")) or "/" not in target or os.path.exists(os.path.expanduser(target))
 
 
-# A Path is always a bundle directory (is_bundle_path), never a served URL: its text cannot
-# start with "http://" (a Path keeps one slash of two).
-@overload
-def load(ref_or_path: Path, *, context: Context | None = None, trust_code: bool = False,
-         registry: str | None = None, with_heldout: bool = False, offline: bool | None = None,
-         locked: bool = True) -> Environment | CompositeEnvironment: ...
-
-
-@overload
 def load(ref_or_path: str | os.PathLike[str], *, context: Context | None = None, trust_code: bool = False,
          registry: str | None = None, with_heldout: bool = False, offline: bool | None = None,
-         locked: bool = True) -> LoadedEnvironment: ...
-
-
-def load(ref_or_path: str | os.PathLike[str], *, context: Context | None = None, trust_code: bool = False,
-         registry: str | None = None, with_heldout: bool = False, offline: bool | None = None,
-         locked: bool = True) -> LoadedEnvironment:
+         locked: bool = True) -> EnvironmentProtocol:
     """Load an environment from a bundle directory (or its ``envhub.toml``), or from an id
     (``acme/sql-shop``, ``acme/sql-shop@1.2.0``, ``acme/sql-shop>=1.2,<2``) pulled from the
     registry into the cache (or found there).
+
+    What it returns satisfies :class:`envhub.EnvironmentProtocol`: a
+    :class:`envhub.runtime.Environment`, a :class:`envhub.runtime.CompositeEnvironment`
+    (``format = "mixture"``) or a :class:`envhub.runtime.RemoteEnvironment` (a URL).
 
     ``context`` (:class:`envhub.context.Context`) gives the settings, the plugins (which
     provide installed environments and the kinds the manifest names), the registry

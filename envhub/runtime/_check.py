@@ -26,12 +26,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from envhub.problems import Problem
-from envhub.runtime._environment import Environment
 from envhub.runtime._episode import RESPONDER_NOTE
 from envhub.runtime._types import Message, Task
 
 if TYPE_CHECKING:
-    from envhub.runtime._composite import CompositeEnvironment
+    from envhub.runtime._protocols import EnvironmentProtocol
 
 __all__ = ["CheckResult", "self_test"]
 
@@ -46,7 +45,7 @@ class CheckResult:
     episodes: int = 0
 
 
-def _play(env: Environment | CompositeEnvironment, task: Task, actions: list[Message]) -> tuple[float, str | None]:
+def _play(env: EnvironmentProtocol, task: Task, actions: list[Message]) -> tuple[float, str | None]:
     """Replay ``actions`` (then empty turns) until the episode ends; (reward, error)."""
     with env.episode(task) as episode:
         episode.reset()
@@ -93,7 +92,7 @@ def _shell(episode: Any, command: str) -> str:
     return str((result.info.get("tool_results") or [""])[0])
 
 
-def _check_sandbox_reset(env: Environment | CompositeEnvironment, task: Task) -> bool:
+def _check_sandbox_reset(env: EnvironmentProtocol, task: Task) -> bool:
     """Whether a file one sandbox episode writes is gone in the next (probed with bash)."""
     with env.episode(task) as first:
         first.reset()
@@ -103,7 +102,7 @@ def _check_sandbox_reset(env: Environment | CompositeEnvironment, task: Task) ->
         return _shell(second, f"test -e {_PROBE}.txt && echo present || echo absent").startswith("absent")
 
 
-def _check_reset(env: Environment | CompositeEnvironment, task: Task, manifest_file: str) -> list[Problem]:
+def _check_reset(env: EnvironmentProtocol, task: Task, manifest_file: str) -> list[Problem]:
     if env.manifest.state.kind == "none" or env.manifest.state.reset != "per-episode":
         return []
     if env.manifest.state.kind == "sandbox":
@@ -131,7 +130,7 @@ def _check_reset(env: Environment | CompositeEnvironment, task: Task, manifest_f
 GENERATED_CHECK_LIMIT = 200
 
 
-def self_test(env: Environment | CompositeEnvironment, *, splits: Iterable[str] | None = None, limit: int | None = None,
+def self_test(env: EnvironmentProtocol, *, splits: Iterable[str] | None = None, limit: int | None = None,
               manifest_file: str = "envhub.toml") -> CheckResult:
     """Run the self-test on ``splits`` (default: every split whose tasks are present),
     at most ``limit`` tasks per split (a generator split: at most
@@ -171,7 +170,7 @@ def self_test(env: Environment | CompositeEnvironment, *, splits: Iterable[str] 
     return result
 
 
-def _check_task(env: Environment | CompositeEnvironment, task: Task, where: str, result: CheckResult,
+def _check_task(env: EnvironmentProtocol, task: Task, where: str, result: CheckResult,
                 problem: Callable[[str, str, str], None],
                 failed: dict[tuple[float, str], list[tuple[str, str]]]) -> None:
     """The reference, determinism and noop checks of one task."""

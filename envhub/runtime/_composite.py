@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from envhub.errors import BundleError, EnvNotFoundError
 from envhub.manifest import Manifest
@@ -193,10 +193,9 @@ class CompositeEnvironment:
     def task_provenance(self, task: Task) -> dict[str, Any]:
         """Where ``task`` really comes from: the child's provenance, split and task id."""
         child, child_task = self._route(task)
-        if hasattr(child, "task_provenance"):  # a composite of composites: the leaf
-            inner = child.task_provenance(child_task)
-            if inner is not None:
-                return inner
+        inner = child.task_provenance(child_task)  # a composite of composites: the leaf's
+        if inner is not None:
+            return inner
         prov = child.provenance()
         prov.pop("envhub_version", None)
         return {**prov, "split": child_task.split, "task_id": child_task.id}
@@ -205,7 +204,7 @@ class CompositeEnvironment:
         for child in self.children.values():
             child.close()
 
-    def __enter__(self) -> CompositeEnvironment:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -39,7 +39,7 @@ from envhub.runtime._tasks import group_by_level
 from envhub.runtime._types import Task
 
 if TYPE_CHECKING:
-    from envhub.runtime._environment import Environment
+    from envhub.runtime._protocols import EnvironmentProtocol
 
 __all__ = ["Curriculum", "Draw", "LevelChange"]
 
@@ -106,7 +106,7 @@ class Curriculum:
     the strategy cannot be run on this split.
     """
 
-    env: Environment
+    env: EnvironmentProtocol
     split: str
     spec: CurriculumSpec | None = None
     seed: int | None = None

@@ -20,7 +20,7 @@ import asyncio
 import inspect
 import random
 from collections.abc import Awaitable, Coroutine
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, Self, TypeVar
 
 from envhub.errors import UsageError
 from envhub.runtime._state import StateHandle
@@ -176,7 +176,7 @@ class Episode:
         """:meth:`close` for an event loop: a sandbox workspace is closed by awaiting."""
         await self._arelease_state()
 
-    async def __aenter__(self) -> Episode:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -209,7 +209,7 @@ class Episode:
         """Release the episode's state; safe to call more than once."""
         self._release_state()
 
-    def __enter__(self) -> Episode:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -35,6 +35,7 @@ from envhub.runtime._runner import Executor, RolloutJob, RolloutPlan, rollout_se
 from envhub.runtime._types import Task
 
 if TYPE_CHECKING:
+    from envhub.runtime._protocols import EnvironmentProtocol
     from envhub.runtime.policies import Policy
 
 __all__ = [
@@ -432,8 +433,8 @@ class Evaluation:
     close_env: bool = False
 
     @classmethod
-    def prepare(cls, env: Any, policy: Policy, *, split: str, limit: int | None = None, rollouts_per_task: int = 1,
-                concurrency: int = 16, seed: int | None = None, output: Path | None = None,
+    def prepare(cls, env: EnvironmentProtocol, policy: Policy, *, split: str, limit: int | None = None,
+                rollouts_per_task: int = 1, concurrency: int = 16, seed: int | None = None, output: Path | None = None,
                 output_dir: Path | None = None, resume: bool = False, curriculum: bool = False,
                 timeout_s: float | None = None, success_threshold: float = 1.0, executor: Executor,
                 force_self_judge: bool = False, close_policy: bool = False, close_env: bool = False) -> Evaluation:
@@ -506,7 +507,8 @@ class Evaluation:
             self.rollouts.plan.env.close()
 
 
-def _curriculum(env: Any, split: str, seed: int | None, limit: int | None, success_threshold: float) -> Curriculum:
+def _curriculum(env: EnvironmentProtocol, split: str, seed: int | None, limit: int | None,
+                success_threshold: float) -> Curriculum:
     """The curriculum of ``env``'s manifest over ``split``, for ``limit`` draws (default: the
     split's size). Raises UsageError when the manifest declares none."""
     manifest = getattr(env, "manifest", None)

@@ -21,12 +21,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from envhub.bundle import GoldenLine, read_golden
-from envhub.errors import EnvhubError
+from envhub.errors import EnvhubError, UsageError
 from envhub.problems import Problem
-from envhub.runtime._environment import Environment
 
 if TYPE_CHECKING:
-    from envhub.runtime._composite import CompositeEnvironment
+    from envhub.runtime._protocols import EnvironmentProtocol
 
 __all__ = ["Comparison", "check_recorded", "compare", "golden_lines", "replay"]
 
@@ -36,14 +35,19 @@ _EXTRA_TURNS = 16
 _SAME = 1e-9
 
 
-def golden_lines(env: Environment | CompositeEnvironment, *, shown_root: str | None = None,
+def golden_lines(env: EnvironmentProtocol, *, shown_root: str | None = None,
                  label: str | None = None) -> tuple[list[GoldenLine], list[Problem]]:
     """The golden trajectories of ``env``'s bundle (none if it declares no golden file).
     The file is shown as ``label:path`` when ``label`` is given (a pulled copy), else under
-    ``shown_root`` (the bundle directory as the user named it), else by its full path."""
+    ``shown_root`` (the bundle directory as the user named it), else by its full path.
+    Raises :class:`UsageError` for an environment whose bundle is not here (a served one)."""
     rel = env.manifest.environment.golden
     if rel is None:
         return [], []
+    if env.root is None:
+        raise UsageError(f"{env.name}: its golden trajectories ({rel}) are in its bundle, which is not here",
+                         hint="replay them where the bundle is: pass a bundle directory or an environment id, "
+                              "not a served URL")
     if label is not None:
         shown = f"{label}:{rel}"
     elif shown_root is not None:
@@ -53,7 +57,7 @@ def golden_lines(env: Environment | CompositeEnvironment, *, shown_root: str | N
     return read_golden(env.root / rel, env.manifest, shown=shown)
 
 
-def replay(env: Environment | CompositeEnvironment, line: GoldenLine) -> tuple[float, str | None] | None:
+def replay(env: EnvironmentProtocol, line: GoldenLine) -> tuple[float, str | None] | None:
     """(reward, verifier error or None) of ``line`` replayed in ``env``; None when ``env``
     has no such task here (an unknown id, a split missing from this copy)."""
     try:
@@ -73,7 +77,7 @@ def replay(env: Environment | CompositeEnvironment, line: GoldenLine) -> tuple[f
     return 0.0, f"the episode did not end within {_EXTRA_TURNS} turns after the recorded ones"
 
 
-def check_recorded(env: Environment | CompositeEnvironment, *, shown_root: str | None = None) -> list[Problem]:
+def check_recorded(env: EnvironmentProtocol, *, shown_root: str | None = None) -> list[Problem]:
     """One error for each golden trajectory of ``env`` whose replayed reward is not the
     recorded one, and for each whose task is not in ``env``. ``shown_root``: see
     :func:`golden_lines`."""
@@ -113,7 +117,7 @@ class Comparison:
                 "skipped": self.skipped}
 
 
-def compare(new: Environment | CompositeEnvironment, old: Environment | CompositeEnvironment, *, manifest_file: str,
+def compare(new: EnvironmentProtocol, old: EnvironmentProtocol, *, manifest_file: str,
             shown_root: str | None = None) -> Comparison:
     """Replay the golden trajectories of ``new`` and ``old`` through both verifiers and
     judge the change of ``score-version`` from ``old`` to ``new`` (see the module's doc).

@@ -19,7 +19,8 @@ import contextlib
 import random
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar, overload
+from pathlib import Path
+from typing import Any, Self, TypeVar, overload
 from urllib.parse import quote, unquote, urlsplit
 
 import httpx2
@@ -150,6 +151,8 @@ class RemoteEnvironment:
         self.tool_specs: list[dict[str, Any]] = list(detail.tools)
         self.server_provenance: dict[str, Any] = dict(detail.provenance)
         self.source = url
+        #: None: the bundle's files stay on the server (golden trajectories cannot be replayed here).
+        self.root: Path | None = None
         self.manifest: Manifest = _manifest(detail.manifest, url)
         self._splits = {s.name: SplitInfo(s.name, s.held_out, s.available, s.rows, s.generated)
                         for s in detail.splits}
@@ -263,6 +266,11 @@ class RemoteEnvironment:
             out["locator"] = self.server_provenance["locator"]
         return out
 
+    def task_provenance(self, task: Task) -> None:
+        """None: every task is the served environment's own (``envhub serve`` serves no
+        composite environments)."""
+        return None
+
     def close(self) -> None:
         """Close the connections. Episodes still open on the server are left to its idle timeout."""
         self._http.close()
@@ -271,7 +279,7 @@ class RemoteEnvironment:
         """:meth:`close`, from the event loop that ran the episodes: its connections too."""
         await self._http.aclose()
 
-    def __enter__(self) -> RemoteEnvironment:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -363,7 +371,7 @@ class RemoteEpisode:
         path = self._step_path()
         return self._stepped(await self.env._http.arequest("POST", path, _step_body(action), idempotent=False))
 
-    async def __aenter__(self) -> RemoteEpisode:
+    async def __aenter__(self) -> Self:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -409,7 +417,7 @@ class RemoteEpisode:
         the background, so a rollout's record is not held up by it."""
         self.close()
 
-    def __enter__(self) -> RemoteEpisode:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

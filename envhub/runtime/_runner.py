@@ -32,7 +32,7 @@ from envhub.runtime._types import Task
 
 if TYPE_CHECKING:
     from envhub.lookup import PluginLookup
-    from envhub.runtime._environment import Environment
+    from envhub.runtime._protocols import EnvironmentProtocol
     from envhub.runtime.policies import Policy
 
 __all__ = ["Executor", "LocalExecutor", "RolloutJob", "RolloutPlan", "make_executor", "rollout_seed", "run_rollout"]
@@ -53,7 +53,7 @@ class RolloutJob:
 class RolloutPlan:
     """What every rollout of a run shares."""
 
-    env: Environment
+    env: EnvironmentProtocol
     policy: Policy
     #: Wall-clock limit per episode (policy calls included), seconds; None for none.
     timeout_s: float | None = None
@@ -114,8 +114,7 @@ async def run_rollout(plan: RolloutPlan, job: RolloutJob) -> RolloutRecord:
     finally:
         await episode.aclose()
     messages = episode.messages
-    child = getattr(env, "task_provenance", None)
-    origin = child(task) if child is not None else None
+    origin = env.task_provenance(task)
     # Built without validation: every field comes from envhub's own typed values (the
     # reward is in [0, 1] by Score's contract), and validating each record cost more than
     # the rest of a trivial rollout. Records from other executors are validated

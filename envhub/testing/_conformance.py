@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from envhub.bundle import BundleCheck, SplitFacts
     from envhub.context import Context
     from envhub.manifest import Split
-    from envhub.runtime import CheckResult, CompositeEnvironment, Environment
+    from envhub.runtime import CheckResult, EnvironmentProtocol
 
 __all__ = ["CHECKS", "Conformance", "Outcome"]
 
@@ -136,7 +136,7 @@ class Conformance:
         return None
 
     @cached_property
-    def environment(self) -> Environment | CompositeEnvironment | Problem:
+    def environment(self) -> EnvironmentProtocol | Problem:
         """The loaded environment, or the problem that stopped it loading."""
         from envhub._load import load
         from envhub.errors import EnvhubError, TrustError

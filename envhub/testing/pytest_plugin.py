@@ -43,7 +43,7 @@ import pytest
 
 if TYPE_CHECKING:
     from envhub.context import Context
-    from envhub.runtime import CompositeEnvironment, Environment
+    from envhub.runtime import EnvironmentProtocol
     from envhub.testing import Conformance, TemporaryRegistry
 
 __all__ = ["EnvhubBundleDirectory", "EnvhubCheckItem", "EnvhubManifestFile", "EnvhubWarning"]
@@ -375,7 +375,7 @@ def envhub_bundle_path(request: pytest.FixtureRequest) -> Path:
 
 @pytest.fixture
 def envhub_env(envhub_bundle_path: Path,
-               request: pytest.FixtureRequest) -> Iterator[Environment | CompositeEnvironment]:
+               request: pytest.FixtureRequest) -> Iterator[EnvironmentProtocol]:
     """The environment under test (:func:`envhub.load` of ``envhub_bundle_path``), closed
     after the test. Its code runs only when trusted, as for the conformance tests."""
     from envhub._load import load
