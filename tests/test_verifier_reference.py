@@ -50,6 +50,11 @@ class WrongReference(Reversed):
         return str(task["word"])  # forwards: the verifier refuses it
 
 
+class RaisingReference(Reversed):
+    def reference(self, task: Task) -> Reference | None:
+        raise KeyError("word")
+
+
 class TurnsReference(Reversed):
     """A reference of assistant turns: the answer is the last one (single-turn: the only one read)."""
 
@@ -128,6 +133,16 @@ def test_the_check_catches_a_plugin_reference_that_does_not_solve_the_task(tmp_p
     assert check.with_reference == 2
     messages = sorted(p.message for p in check.problems if p.code == "check-reference")
     assert messages == ["dev/a: the reference scores 0, not 1.0", "dev/b: the reference scores 0, not 1.0"]
+
+
+def test_the_check_reports_a_plugin_reference_that_raises_per_task(tmp_path: Path) -> None:
+    ctx = context(RaisingReference)
+    with envhub.load(bundle(tmp_path / "b"), context=ctx) as env:
+        check = self_test(env)  # does not raise
+    messages = sorted(p.message for p in check.problems if p.code == "check-reference")
+    assert messages == ["dev/a: the reference could not be made: KeyError: 'word'",
+                        "dev/b: the reference could not be made: KeyError: 'word'"]
+    assert check.with_reference == 0
 
 
 def test_a_task_reference_field_comes_before_the_verifiers(tmp_path: Path) -> None:

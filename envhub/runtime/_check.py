@@ -174,7 +174,12 @@ def _check_task(env: EnvironmentProtocol, task: Task, where: str, result: CheckR
                 problem: Callable[[str, str, str], None],
                 failed: dict[tuple[float, str], list[tuple[str, str]]]) -> None:
     """The reference, determinism and noop checks of one task."""
-    reference = env.reference_actions(task)
+    try:
+        reference = env.reference_actions(task)
+    except Exception as e:  # a verifier kind's reference(task) (a plugin's) raised: this task's problem
+        problem("check-reference", f"{where}: the reference could not be made: {type(e).__name__}: {e}",
+                "fix the verifier kind's reference(task), or give the task a 'reference' field")
+        reference = []
     if reference:
         result.with_reference += 1
         reward, error = _play(env, task, reference)

@@ -165,18 +165,7 @@ class Environment:
         calls; else what the verifier says solves it (:meth:`Verifier.reference
         <envhub.runtime.verifiers.Verifier.reference>`, a plugin kind's too). Empty when
         there is no reference."""
-        from envhub.runtime.verifiers import reference_messages, spec_reference
-
-        reference = task.data.get("reference")
-        if isinstance(reference, (str, list)):
-            return reference_messages(reference)
-        if "bash" in self.manifest.harness.builtin_tools and "solution" in task.data:
-            return _shell_reference(task.data["solution"])
-        # A served environment borrows this method: its verifier is on the server, so the
-        # rule is read from the manifest's spec (built-in kinds only).
-        verifier: Verifier | None = getattr(self, "_verifier", None)
-        found = verifier.reference(task) if verifier is not None else spec_reference(self.manifest.verifier, task)
-        return reference_messages(found) if found is not None else []
+        return reference_turns(self.manifest, task, self._verifier)
 
     # -- provenance ---------------------------------------------------------------------
 
@@ -246,6 +235,22 @@ def _protocol(plugins: PluginLookup, name: str) -> Any:
                           f"{', '.join(plugins.names('harness_protocols'))}",
                           hint="install the plugin that provides it ('envhub plugins' lists what is installed)")
     return found
+
+
+def reference_turns(manifest: Manifest, task: Task, verifier: Verifier | None) -> list[Message]:
+    """The rule of :meth:`Environment.reference_actions`: the task's ``reference`` field;
+    else, when the harness has a ``bash`` tool, the task's ``solution`` commands as bash
+    calls; else what ``verifier`` says solves it, or, without a verifier (a served
+    environment's is on the server), what the manifest's built-in verifier kind says."""
+    from envhub.runtime.verifiers import reference_messages, spec_reference
+
+    reference = task.data.get("reference")
+    if isinstance(reference, (str, list)):
+        return reference_messages(reference)
+    if "bash" in manifest.harness.builtin_tools and "solution" in task.data:
+        return _shell_reference(task.data["solution"])
+    found = verifier.reference(task) if verifier is not None else spec_reference(manifest.verifier, task)
+    return reference_messages(found) if found is not None else []
 
 
 def bundle_digest(root: Path, plugins: PluginLookup) -> str:

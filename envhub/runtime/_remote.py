@@ -30,7 +30,7 @@ from envhub._version import __version__
 from envhub.errors import EnvhubError, EnvNotFoundError, InvalidIdError, UsageError
 from envhub.manifest import Manifest, parse_manifest
 from envhub.runtime._chat import _ssl_context  # one CA bundle load per process, shared with ChatClient
-from envhub.runtime._environment import Environment
+from envhub.runtime._environment import reference_turns
 from envhub.runtime._protocols import SplitInfo
 from envhub.runtime._types import (
     Action,
@@ -251,8 +251,9 @@ class RemoteEnvironment:
                 f"{self.url}: the server never sends held-out references or answers",
                 hint="use --policy reference on a public split, or check the held-out references where they are "
                      "('envhub validate --check' on the server's copy of the bundle)")
-        # The rule reads only the manifest's verifier and the task's row, both of which are here.
-        return Environment.reference_actions(self, task)  # type: ignore[arg-type]
+        # The rule reads only the manifest's verifier and the task's row, both of which are here
+        # (the verifier itself is on the server: a plugin's kind has no reference here).
+        return reference_turns(self.manifest, task, None)
 
     # -- provenance ---------------------------------------------------------------------
 
