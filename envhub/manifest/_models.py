@@ -23,6 +23,7 @@ from envhub.manifest._types import (
     GeneratorRef,
     Regex,
     RequirementStr,
+    ServerName,
     Sha256,
     SpecifierStr,
     SplitName,
@@ -153,6 +154,8 @@ class TasksSection(_Model):
     id_field: FieldName = "id"
     prompt_field: FieldName = "prompt"
     difficulty_field: FieldName | None = None
+    expect_noop_field: FieldName | None = Field(
+        None, description="A boolean task field: true when doing nothing is the task's correct outcome.")
     difficulty_levels: list[int] | None = Field(
         None, min_length=1,
         description="Generator: the difficulty levels it takes, easiest first; "
@@ -175,19 +178,62 @@ HARNESS_PROTOCOLS = ("single-turn", "multi-turn", "tool-use")
 BUILTIN_TOOLS = ("bash", "read_file", "write_file", "edit_file", "list_files")
 
 
+class SpecTool(_Model):
+    """A tool declared by its OpenAI/JSON-Schema spec and bound to a handler."""
+
+    spec: BundlePath = Field(description="A JSON file: one OpenAI tool ({type: function, function: {...}}) or its "
+                                         "function object ({name, description, parameters}).")
+    handler: EntryPoint = Field(description="The function called with the validated arguments as keywords.")
+
+
+class McpServer(_Model):
+    """An MCP server whose tools become the episode's tools."""
+
+    name: ServerName = Field(description="The server's name, unique in the harness.")
+    command: list[str] | None = Field(
+        None, min_length=1, description="A stdio server: the command, run in the bundle directory (needs trust); "
+                                        "a first word 'python' is the interpreter running envhub.")
+    url: str | None = Field(None, description="A streamable-HTTP server's URL.")
+    env: dict[str, str] = Field(default_factory=dict, description="Extra environment variables of a stdio server.")
+    prefix: str = Field("", pattern=r"^[A-Za-z0-9_.-]*$", description="Prepended to the server's tool names.")
+    scope: Literal["episode", "environment"] = Field(
+        "episode", description="episode: a fresh server per episode; environment: one server shared by all.")
+    tools: list[str] | None = Field(None, description="The server's tools offered, by their names on the server; "
+                                                      "absent: all.")
+    timeout_s: float = Field(30.0, gt=0, le=3600, description="Start-up and per-call limit, in seconds.")
+
+
+class TaskHarnessFields(_Model):
+    """The task fields that set a task's own harness (each absent: the manifest's harness)."""
+
+    tools: FieldName | None = Field(None, description="A list of tool names: the task's tools, a subset.")
+    system_prompt: FieldName | None = Field(None, description="The task's system prompt text.")
+    messages: FieldName | None = Field(None, description="The task's starting messages (a chat list).")
+    max_turns: FieldName | None = Field(None, description="The task's turn limit, an integer >= 1.")
+
+
 class HarnessSection(_Model):
     """H: how the model interacts with the environment."""
 
     protocol: open_name(HARNESS_PROTOCOLS, "harness protocol") = "single-turn"  # type: ignore[valid-type]
     system_prompt: BundlePath | None = None
+    system_prompt_template: BundlePath | None = Field(
+        None, description="A Jinja template file rendered per task into the system prompt.")
+    prompt_template: BundlePath | None = Field(
+        None, description="A Jinja template file rendered per task into the prompt.")
     max_turns: int | None = Field(None, ge=1)
     tools: list[EntryPoint] = []
+    spec_tools: list[SpecTool] = Field([], description="Tools declared by JSON-Schema specs, bound to handlers.")
+    mcp_servers: list[McpServer] = Field([], description="MCP servers whose tools become the episode's tools.")
+    task_fields: TaskHarnessFields = Field(
+        default_factory=TaskHarnessFields, description="Task fields that set a task's own harness.")
     builtin_tools: list[Literal["bash", "read_file", "write_file", "edit_file", "list_files"]] = Field(
         [], description="Tool-use with state kind 'sandbox': envhub's own shell and file tools, offered "
                         "beside the bundle's tools."
     )
     responder: EntryPoint | None = Field(
-        None, description="Multi-turn: the function that answers the model each turn."
+        None, description="Multi-turn: the function that answers the model each turn; tool-use: the one that "
+                          "answers a turn without tool calls (a simulated user)."
     )
     context: Literal["full", "recent-turns"] = "full"
     keep_turns: int | None = Field(None, ge=1, description="Turns kept by context = recent-turns.")
@@ -271,6 +317,16 @@ class WorkspaceTests(_Model):
     timeout_s: float = Field(120.0, gt=0, le=3600, description="Wall-clock limit of the test run, in seconds.")
 
 
+class JudgeVerdict(_Model):
+    """How an llm-judge's answer becomes a reward."""
+
+    regex: Regex | None = Field(None, description="A pattern whose first group is the score (a number, or a label "
+                                                   "in labels).")
+    json_field: str | None = Field(None, description="The answer is a JSON object; this key holds the score.")
+    labels: dict[str, float] = Field(default_factory=dict, description="Labels the score may be, and their rewards.")
+    scale: float = Field(1.0, gt=0, description="A numeric score is divided by this (10 for a 0-10 grade).")
+
+
 class LlmJudge(_Model):
     """Ask a pinned judge model, through an OpenAI-compatible endpoint, to grade."""
 
@@ -281,6 +337,9 @@ class LlmJudge(_Model):
     api_key_env: str = "OPENAI_API_KEY"
     temperature: float = Field(0.0, ge=0)
     allow_self_judge: bool = False
+    prompt_template: BundlePath | None = Field(
+        None, description="A Jinja template file: the judge's prompt, over the task's fields and the completion.")
+    verdict: JudgeVerdict | None = Field(None, description="How to read the judge's answer; absent: the default.")
 
 
 class _Criterion(_Model):
@@ -446,6 +505,9 @@ class StateSection(_Model):
                           "workspace's starting tree."
     )
     entry_point: EntryPoint | None = Field(None, description="python: a state factory.")
+    snapshot_field: FieldName | None = Field(
+        None, description="files, sqlite: a task field naming the task's own snapshot (a bundle path), used "
+                          "instead of snapshot.")
     reset: Literal["per-episode", "per-task", "never"] = "per-episode"
     files_field: FieldName | None = Field(
         None, description="sandbox: a task field, a table {\"relative/path\": \"text\"} written over the workspace."

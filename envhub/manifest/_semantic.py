@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from envhub.manifest._models import (
     HARNESS_PROTOCOLS,
+    LlmJudge,
     Manifest,
     RegexMatch,
     Rubric,
@@ -179,6 +180,27 @@ def _harness(m: Manifest) -> Iterator[Problem]:
                      "remove keep-turns, or set context = 'recent-turns'")
     if h.builtin_tools:
         yield from _builtin_tools(m)
+    if h.system_prompt is not None and h.system_prompt_template is not None:
+        yield _error("harness.system-prompt-template", "system-prompt and system-prompt-template are both set",
+                     "keep one: a template with no {{ }} in it is plain text")
+    yield from _mcp_servers(m)
+    if h.protocol == "single-turn" and h.task_fields.max_turns is not None:
+        yield _error("harness.task-fields.max-turns", "protocol 'single-turn' has exactly one turn, so a task "
+                     "cannot set its own turn limit", "remove task-fields.max-turns, or use protocol 'multi-turn'")
+
+
+def _mcp_servers(m: Manifest) -> Iterator[Problem]:
+    names: set[str] = set()
+    for i, server in enumerate(m.harness.mcp_servers):
+        field = f"harness.mcp-servers[{i}]"
+        if (server.command is None) == (server.url is None):
+            yield _error(field, "an MCP server needs exactly one of 'command' (stdio) and 'url' (streamable HTTP)")
+        if server.url is not None and server.env:
+            yield _error(f"{field}.env", "env is only used by a stdio server (command)", "remove env")
+        if server.name in names:
+            yield _error(f"{field}.name", f"MCP server name {server.name!r} is used twice",
+                         "give each server its own name")
+        names.add(server.name)
 
 
 def _builtin_tools(m: Manifest) -> Iterator[Problem]:
@@ -198,17 +220,18 @@ def _builtin_tools(m: Manifest) -> Iterator[Problem]:
 
 def _builtin_protocol(m: Manifest) -> Iterator[Problem]:
     h = m.harness
-    if h.protocol == "tool-use" and not h.tools and not h.builtin_tools:
+    if h.protocol == "tool-use" and not (h.tools or h.builtin_tools or h.spec_tools or h.mcp_servers):
         yield _error("harness.tools", "protocol 'tool-use' needs at least one tool", "add tools = ['module:function']")
-    if h.protocol != "tool-use" and h.tools:
-        yield _error("harness.tools", f"tools are only used by protocol 'tool-use', not {h.protocol!r}",
-                     "set protocol = 'tool-use', or remove tools")
+    for key in ("tools", "spec-tools", "mcp-servers"):
+        if h.protocol != "tool-use" and getattr(h, key.replace("-", "_")):
+            yield _error(f"harness.{key}", f"{key} are only used by protocol 'tool-use', not {h.protocol!r}",
+                         f"set protocol = 'tool-use', or remove {key}")
     if h.protocol == "multi-turn" and h.responder is None:
         yield _error("harness.responder", "protocol 'multi-turn' needs a responder that answers the model each turn",
                      "add responder = 'module:function'")
-    if h.protocol != "multi-turn" and h.responder is not None:
-        yield _error("harness.responder", f"a responder is only used by protocol 'multi-turn', not {h.protocol!r}",
-                     "set protocol = 'multi-turn', or remove responder")
+    if h.protocol == "single-turn" and h.responder is not None:
+        yield _error("harness.responder", "a responder is only used by protocols 'multi-turn' and 'tool-use', not "
+                     "'single-turn'", "set protocol = 'multi-turn', or remove responder")
     if h.protocol == "single-turn" and h.max_turns not in (None, 1):
         yield _error("harness.max-turns", f"protocol 'single-turn' has exactly one turn, got max-turns = {h.max_turns}",
                      "remove max-turns, or use protocol 'multi-turn'")
@@ -250,6 +273,9 @@ def _verifier(m: Manifest) -> Iterator[Problem]:
 def _one_verifier(v: object, field: str, m: Manifest) -> Iterator[Problem]:
     if isinstance(v, RegexMatch) and (v.pattern is None) == (v.pattern_field is None):
         yield _error(field, "a regex verifier needs exactly one of 'pattern' and 'pattern-field'")
+    verdict = v.verdict if isinstance(v, LlmJudge) else None
+    if verdict is not None and (verdict.regex is None) == (verdict.json_field is None):
+        yield _error(f"{field}.verdict", "a verdict needs exactly one of 'regex' and 'json-field'")
     if isinstance(v, WorkspaceTests):
         if m.state.kind != "sandbox":
             yield _error(field, f"verifier kind 'workspace-tests' needs state kind 'sandbox', not {m.state.kind!r}",
@@ -282,6 +308,9 @@ def _state(m: Manifest) -> Iterator[Problem]:
     if s.kind != "python" and s.entry_point is not None:
         yield _error("state.entry-point", f"an entry point is only used by state kind 'python', not {s.kind!r}",
                      "remove entry-point")
+    if s.snapshot_field is not None and s.kind not in ("files", "sqlite"):
+        yield _error("state.snapshot-field", f"snapshot-field is only used by state kinds 'files' and 'sqlite', "
+                                             f"not {s.kind!r}", "remove snapshot-field")
     if s.kind != "sandbox":
         for key in _SANDBOX_KEYS:
             if getattr(s, key.replace("-", "_")) is not None:

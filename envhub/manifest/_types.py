@@ -175,6 +175,7 @@ BundlePath = Annotated[
 SplitName = Annotated[str, AfterValidator(_check_slug("split name")), _schema(pattern=f"^{_SLUG.pattern}$")]
 Tag = Annotated[str, AfterValidator(_check_slug("tag")), _schema(pattern=f"^{_SLUG.pattern}$")]
 CriterionName = Annotated[str, AfterValidator(_check_slug("criterion name")), _schema(pattern=f"^{_SLUG.pattern}$")]
+ServerName = Annotated[str, AfterValidator(_check_slug("server name")), _schema(pattern=f"^{_SLUG.pattern}$")]
 Canary = Annotated[str, AfterValidator(_check_canary), _schema(pattern=f"^{_CANARY.pattern}$")]
 Sha256 = Annotated[str, AfterValidator(_check_sha256), _schema(pattern=f"^{_SHA256.pattern}$")]
 FieldName = Annotated[str, AfterValidator(_check_field_name), _schema(minLength=1)]
