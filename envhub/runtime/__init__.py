@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from envhub.runtime._state import StateFactory, StateHandle, files_state, python_state, sqlite_state
     from envhub.runtime._tasks import read_jsonl
     from envhub.runtime._tools import EpisodeState, State, make_tool, unknown_tool
-    from envhub.runtime._types import Observation, Score, StepResult, Task, Trajectory, as_assistant_message
+    from envhub.runtime._types import Observation, Reply, Score, StepResult, Task, Trajectory, as_assistant_message
     from envhub.runtime._workspace_state import SandboxSetupError, SandboxStateFactory, sandbox_state
 
 _WHERE = {
@@ -60,7 +60,8 @@ _WHERE = {
     "Environment": "_environment", "Episode": "_episode",
     "EnvironmentProtocol": "_protocols", "EpisodeProtocol": "_protocols", "SplitInfo": "_protocols",
     "CodeSpace": "_code", "code_entry_points": "_code", "trusted_namespaces": "_code",
-    "Observation": "_types", "Score": "_types", "StepResult": "_types", "Task": "_types", "Trajectory": "_types",
+    "Observation": "_types", "Reply": "_types", "Score": "_types", "StepResult": "_types", "Task": "_types",
+    "Trajectory": "_types",
     # What plugins implement (docs/plugins.md): state kinds and rollout executors.
     "StateFactory": "_state", "StateHandle": "_state",
     "Executor": "_runner", "RolloutJob": "_runner", "RolloutPlan": "_runner", "run_rollout": "_runner",
@@ -93,7 +94,8 @@ __all__ = [
     "EpisodeState", "EvalRun", "EvalSummary", "Evaluation", "Executor", "GENERATED_CHECK_LIMIT", "LevelChange",
     "LocalExecutor",
     "Observation", "RECORD_VERSION", "RemoteEnvironment", "RemoteError", "RolloutError", "RolloutJob",
-    "RolloutPlan", "RolloutRecord", "RolloutTiming", "RolloutUsage", "SandboxSetupError", "SandboxStateFactory",
+    "Reply", "RolloutPlan", "RolloutRecord", "RolloutTiming", "RolloutUsage", "SandboxSetupError",
+    "SandboxStateFactory",
     "Score", "SplitInfo", "State", "StateFactory",
     "StateHandle", "StepResult", "SummaryEnvironment", "Task", "TaskOrigin", "Trajectory",
     "as_assistant_message", "builtin_tools", "check_recorded", "code_entry_points", "compare", "dump_record",

@@ -16,6 +16,7 @@ __all__ = [
     "Action",
     "Message",
     "Observation",
+    "Reply",
     "Score",
     "StepResult",
     "Task",
@@ -74,13 +75,44 @@ class Observation:
 
 @dataclass(slots=True)
 class StepResult:
-    """The outcome of one step. ``reward`` is set when ``done``; ``info`` carries the
-    score breakdown and, for tool calls, what each call returned."""
+    """The outcome of one step. ``reward`` is the verifier's final reward in [0, 1], set
+    when ``done``; ``turn_reward`` is what the environment gave for this turn (the sum of
+    its tools' and responder's :class:`Reply` rewards; None when they gave none). ``info``
+    carries the score breakdown, what each tool call returned, and ``outcome`` when the
+    environment ended the episode."""
 
     observation: Observation
     reward: float | None
     done: bool
     info: dict[str, Any] = field(default_factory=dict)
+    turn_reward: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """What a tool or a responder returns when it has more to say than its text.
+
+    ``content`` is what the model sees (a tool's result, converted to text as a plain return
+    value is; a responder's next user message; None from a responder: no message).
+    ``reward`` is a per-turn reward for credit assignment, any finite float; it is recorded
+    on the step and in the rollout record, and never enters the final reward unless the
+    verifier reads it. ``done`` ends the episode after this turn (a win or a loss, the user
+    hangs up, a transfer), and ``outcome`` says why, in a short label the summary counts.
+    """
+
+    content: Any = None
+    reward: float | None = None
+    done: bool = False
+    outcome: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.reward is not None:
+            if isinstance(self.reward, bool) or not isinstance(self.reward, (int, float)):
+                raise TypeError(f"Reply.reward must be a number, got {type(self.reward).__name__}")
+            if not math.isfinite(self.reward):
+                raise ValueError(f"Reply.reward must be finite, got {self.reward!r}")
+        if self.outcome is not None and not isinstance(self.outcome, str):
+            raise TypeError(f"Reply.outcome must be a string, got {type(self.outcome).__name__}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,14 @@ docs/verifiers.md says exactly how each kind scores.
 
 from typing import TYPE_CHECKING, Any
 
-from envhub.runtime.verifiers._base import MissingFieldError, Verifier, VerifierContext, VerifierError, task_value
+from envhub.runtime.verifiers._base import (
+    MissingFieldError,
+    ScoringContext,
+    Verifier,
+    VerifierContext,
+    VerifierError,
+    task_value,
+)
 from envhub.runtime.verifiers._build import Factory, build_verifier, default_factories, plugin_factories
 from envhub.runtime.verifiers._code_tests import (
     CallCase,
@@ -60,6 +67,7 @@ __all__ = [
     "Reference",
     "RegexVerifier",
     "RubricVerifier",
+    "ScoringContext",
     "TestOutcome",
     "TestsResult",
     "Verifier",

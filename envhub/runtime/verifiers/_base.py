@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from envhub.lookup import PluginLookup
     from envhub.settings import Settings
 
-__all__ = ["MissingFieldError", "Verifier", "VerifierContext", "VerifierError", "task_value"]
+__all__ = ["MissingFieldError", "ScoringContext", "Verifier", "VerifierContext", "VerifierError", "task_value"]
 
 
 class VerifierError(EnvhubError):
@@ -57,6 +57,16 @@ class VerifierContext:
     #: The plugins of the environment (a workspace-tests verifier runs its tests on the
     #: workspace backend of the state's base); None: envhub's own sandbox only.
     plugins: PluginLookup | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ScoringContext:
+    """What one scoring call knows about the run it scores for, passed per call (never
+    kept on the environment): the policy's model, so an llm-judge can refuse to grade its
+    own model's work, unless ``force_self_judge``."""
+
+    policy_model: str | None = None
+    force_self_judge: bool = False
 
 
 class Verifier:
