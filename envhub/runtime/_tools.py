@@ -36,6 +36,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, TypeVar
 
+from envhub.runtime._types import Reply
+
 __all__ = ["EpisodeState", "State", "Tool", "ToolCallResult", "make_tool"]
 
 T = TypeVar("T")
@@ -117,6 +119,9 @@ class ToolCallResult:
     message: dict[str, Any]
     error: str | None = None
     fault: Literal["model", "environment"] | None = None
+    #: What the tool said beyond its text when it returned a :class:`~envhub.runtime.Reply`:
+    #: a per-turn reward, and whether (and why) the episode ends after this turn.
+    reply: Reply | None = None
 
 
 class Tool:
@@ -201,8 +206,7 @@ class Tool:
         return call_id, {name: getattr(validated, name) for name in type(validated).model_fields}
 
     def _result(self, call_id: str, value: Any) -> ToolCallResult:
-        text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
-        return ToolCallResult({"role": "tool", "tool_call_id": call_id, "name": self.name, "content": text})
+        return tool_result(call_id, self.name, value)
 
     def _bind(self, call: Mapping[str, Any], state: Any) -> tuple[str, dict[str, Any]] | ToolCallResult:
         """(call id, keyword arguments, state included), or the error answer for a bad call."""
@@ -246,6 +250,16 @@ class Tool:
         except Exception as e:
             return _error(call_id, self.name, f"Error: {type(e).__name__}: {e}", fault="environment")
         return self._result(call_id, value)
+
+
+def tool_result(call_id: str, name: str, value: Any) -> ToolCallResult:
+    """The answer to a call whose tool returned ``value``: text as is, anything else as
+    JSON; a :class:`~envhub.runtime.Reply` gives its ``content`` so, and its reward and end."""
+    reply = value if isinstance(value, Reply) else None
+    if reply is not None:
+        value = "" if reply.content is None else reply.content
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return ToolCallResult({"role": "tool", "tool_call_id": call_id, "name": name, "content": text}, reply=reply)
 
 
 def _is_state(annotation: Any) -> bool:
