@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from envhub.errors import PolicyError, UsageError
 from envhub.runtime._chat import DEFAULT_BASE_URL, ChatClient, ChatResult
 from envhub.runtime._types import Message, Score, Task, Trajectory, _text
-from envhub.runtime.verifiers._base import Verifier, VerifierContext, VerifierError
+from envhub.runtime.verifiers._base import ScoringContext, Verifier, VerifierContext, VerifierError
 from envhub.runtime.verifiers._reference import Reference
 
 if TYPE_CHECKING:
@@ -60,19 +60,16 @@ class LlmJudgeVerifier(Verifier):
         return reference if isinstance(reference, str) else None
 
     def __init__(self, spec: Any, ctx: VerifierContext, *, client: ChatClient | None = None) -> None:
-        """Raises :class:`UsageError` when the judge is the policy's own model (unless the
-        manifest allows it or the run forces it) and :class:`VerifierError` when the rubric
+        """Raises :class:`UsageError` when ``ctx`` names the policy's model and it is the
+        judge (unless the manifest allows it or ``ctx`` forces it), and :class:`VerifierError` when the rubric
         file cannot be read. ``client`` replaces the endpoint the spec names (tests, pools)."""
         self.model: str = spec.model
         self.temperature: float = spec.temperature
         self.api_key_env: str = spec.api_key_env
-        if ctx.policy_model is not None and ctx.policy_model == self.model \
-                and not (spec.allow_self_judge or ctx.force_self_judge):
-            raise UsageError(
-                f"the llm-judge verifier would grade model {self.model!r} with itself",
-                hint="use another policy model, set allow-self-judge = true in the verifier, "
-                     "or pass --force-self-judge to grade anyway",
-            )
+        self.allow_self_judge: bool = spec.allow_self_judge
+        # A context built outside an environment may name the policy's model; an
+        # environment's never does (the model comes per call, in a ScoringContext).
+        self.check_context(ScoringContext(ctx.policy_model, ctx.force_self_judge))
         if spec.rubric is None:
             self.rubric = DEFAULT_RUBRIC
         else:
@@ -111,7 +108,22 @@ class LlmJudgeVerifier(Verifier):
         return [{"role": "system", "content": _INSTRUCTIONS.format(rubric=self.rubric)},
                 {"role": "user", "content": "\n\n".join(parts)}]
 
-    def score(self, task: Task, trajectory: Trajectory, *, state: Any = None) -> Score:
+    def check_context(self, context: ScoringContext) -> None:
+        """Raises :class:`UsageError` when ``context``'s policy model is the judge's, unless
+        ``allow-self-judge = true`` or the context forces it."""
+        if context.policy_model is not None and context.policy_model == self.model \
+                and not (self.allow_self_judge or context.force_self_judge):
+            raise UsageError(
+                f"the llm-judge verifier would grade model {self.model!r} with itself",
+                hint="use another policy model, set allow-self-judge = true in the verifier, "
+                     "or pass --force-self-judge to grade anyway",
+            )
+
+    def score(self, task: Task, trajectory: Trajectory, *, state: Any = None,
+              context: ScoringContext | None = None) -> Score:
+        """Raises :class:`UsageError` when ``context`` refuses (:meth:`check_context`)."""
+        if context is not None:
+            self.check_context(context)
         try:
             result = self.client.complete_sync(model=self.model, messages=self.messages(task, trajectory),
                                                temperature=self.temperature)
@@ -119,7 +131,10 @@ class LlmJudgeVerifier(Verifier):
             raise self._endpoint_error(e) from e
         return self._verdict(result)
 
-    async def ascore(self, task: Task, trajectory: Trajectory, *, state: Any = None) -> Score:
+    async def ascore(self, task: Task, trajectory: Trajectory, *, state: Any = None,
+                     context: ScoringContext | None = None) -> Score:
+        if context is not None:
+            self.check_context(context)
         try:
             result = await self.client.complete(model=self.model, messages=self.messages(task, trajectory),
                                                 temperature=self.temperature)
