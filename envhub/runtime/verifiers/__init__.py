@@ -13,6 +13,8 @@ from envhub.runtime.verifiers._base import (
     Verifier,
     VerifierContext,
     VerifierError,
+    ascore_with,
+    score_with,
     task_value,
 )
 from envhub.runtime.verifiers._build import Factory, build_verifier, default_factories, plugin_factories
@@ -68,6 +70,8 @@ __all__ = [
     "RegexVerifier",
     "RubricVerifier",
     "ScoringContext",
+    "ascore_with",
+    "score_with",
     "TestOutcome",
     "TestsResult",
     "Verifier",

@@ -9,8 +9,10 @@ exception.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -22,7 +24,8 @@ if TYPE_CHECKING:
     from envhub.lookup import PluginLookup
     from envhub.settings import Settings
 
-__all__ = ["MissingFieldError", "ScoringContext", "Verifier", "VerifierContext", "VerifierError", "task_value"]
+__all__ = ["MissingFieldError", "ScoringContext", "Verifier", "VerifierContext", "VerifierError", "ascore_with",
+           "score_with", "task_value"]
 
 
 class VerifierError(EnvhubError):
@@ -47,9 +50,11 @@ class VerifierContext:
     load_entry_point: Callable[[str], Any]
     #: The settings of the run (an llm-judge's endpoint and key come from them).
     settings: Settings
-    #: The policy's model, so an llm-judge can refuse to judge its own outputs.
+    #: For verifiers built outside an environment: the policy's model, so an llm-judge
+    #: refuses at build time to judge its own outputs. An environment never sets it: the
+    #: policy's model reaches the verifier per call, in a :class:`ScoringContext`.
     policy_model: str | None = None
-    #: Let an llm-judge judge with the policy's own model despite ``allow-self-judge = false``.
+    #: With ``policy_model``: build an llm-judge despite ``allow-self-judge = false``.
     force_self_judge: bool = False
     #: The manifest's ``[state]`` table (a workspace-tests verifier starts its sandbox with its
     #: limits and base); None when the verifier is built without an environment.
@@ -57,6 +62,9 @@ class VerifierContext:
     #: The plugins of the environment (a workspace-tests verifier runs its tests on the
     #: workspace backend of the state's base); None: envhub's own sandbox only.
     plugins: PluginLookup | None = None
+    #: The manifest's ``[config.params]`` (read-only): a python verifier (or rubric criterion)
+    #: whose function takes ``params`` receives them.
+    params: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,17 +86,27 @@ class Verifier:
 
     kind: ClassVar[str] = ""
 
-    def score(self, task: Task, trajectory: Trajectory, *, state: Any = None) -> Score:
-        """Score ``trajectory`` on ``task``; ``state`` is the episode's state object, if any.
+    def score(self, task: Task, trajectory: Trajectory, *, state: Any = None,
+              context: ScoringContext | None = None) -> Score:
+        """Score ``trajectory`` on ``task``; ``state`` is the episode's state object, if any;
+        ``context`` what this call knows about the run (the policy's model), if anything.
 
-        Raises :class:`VerifierError` (or a subclass) when the verifier cannot score.
+        Raises :class:`VerifierError` (or a subclass) when the verifier cannot score, and
+        :class:`envhub.errors.UsageError` when it refuses to score for ``context`` (an
+        llm-judge asked to grade its own model's work).
         """
         raise NotImplementedError
 
-    async def ascore(self, task: Task, trajectory: Trajectory, *, state: Any = None) -> Score:
+    async def ascore(self, task: Task, trajectory: Trajectory, *, state: Any = None,
+                     context: ScoringContext | None = None) -> Score:
         """The same as :meth:`score`, for an event loop. Verifiers that wait on I/O (a
         subprocess, an HTTP endpoint) override this so they never block the loop."""
-        return self.score(task, trajectory, state=state)
+        return score_with(self, task, trajectory, state=state, context=context)
+
+    def check_context(self, context: ScoringContext) -> None:
+        """Raise :class:`envhub.errors.UsageError` when every call scored for ``context``
+        would be refused (an llm-judge of the policy's own model), so a run can stop before
+        it starts. The default: accept every context."""
 
     def reference(self, task: Task) -> Reference | None:
         """What solves ``task`` for this verifier: a completion, or assistant turns (tool calls
@@ -99,6 +117,43 @@ class Verifier:
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} kind={self.kind!r}>"
+
+
+def _takes_context(cls: type, method: str) -> bool:
+    """Whether ``cls.<method>`` accepts ``context=`` (a plugin kind written before
+    :class:`ScoringContext` does not). Read once per class and method."""
+    key = (cls, method)
+    found = _TAKES_CONTEXT.get(key)
+    if found is None:
+        try:
+            parameters = inspect.signature(getattr(cls, method)).parameters.values()
+        except (TypeError, ValueError):
+            parameters = ()  # type: ignore[assignment]
+        found = _TAKES_CONTEXT[key] = any(
+            p.kind is p.VAR_KEYWORD or (p.name == "context" and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
+            for p in parameters)
+    return found
+
+
+#: (verifier class, method) -> whether it takes ``context``; classes live as long as their module.
+_TAKES_CONTEXT: dict[tuple[type, str], bool] = {}
+
+
+def score_with(verifier: Verifier, task: Task, trajectory: Trajectory, *, state: Any = None,
+               context: ScoringContext | None = None) -> Score:
+    """``verifier.score(...)`` with ``context`` when its class takes it; a verifier kind
+    written before :class:`ScoringContext` (no ``context`` keyword) is called without it."""
+    if context is not None and _takes_context(type(verifier), "score"):
+        return verifier.score(task, trajectory, state=state, context=context)
+    return verifier.score(task, trajectory, state=state)
+
+
+async def ascore_with(verifier: Verifier, task: Task, trajectory: Trajectory, *, state: Any = None,
+                      context: ScoringContext | None = None) -> Score:
+    """:func:`score_with` for ``verifier.ascore``."""
+    if context is not None and _takes_context(type(verifier), "ascore"):
+        return await verifier.ascore(task, trajectory, state=state, context=context)
+    return await verifier.ascore(task, trajectory, state=state)
 
 
 _MISSING = object()

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from envhub.runtime._types import Score, Task, Trajectory
-from envhub.runtime.verifiers._base import Verifier, VerifierError, task_value
+from envhub.runtime.verifiers._base import ScoringContext, Verifier, VerifierError, task_value
 from envhub.runtime.verifiers._reference import Reference, code_reference
 from envhub.sandbox import Limits, Outcome, Sandbox, Session, codec
 
@@ -401,10 +401,12 @@ class CodeTestsVerifier(Verifier):
         tests = parse_tests(task_value(task, self.tests_field, self.kind), task, self.tests_field)
         return extract_code(trajectory.completion), tests
 
-    def score(self, task: Task, trajectory: Trajectory, *, state: Any = None) -> Score:
+    def score(self, task: Task, trajectory: Trajectory, *, state: Any = None,
+              context: ScoringContext | None = None) -> Score:
         return _blocking(self.ascore(task, trajectory, state=state))
 
-    async def ascore(self, task: Task, trajectory: Trajectory, *, state: Any = None) -> Score:
+    async def ascore(self, task: Task, trajectory: Trajectory, *, state: Any = None,
+                     context: ScoringContext | None = None) -> Score:
         candidate, tests = self._inputs(task, trajectory)
         return to_score(await run_tests(self.sandbox, candidate, tests))
 

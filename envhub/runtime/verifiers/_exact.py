@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from envhub.runtime._types import Score, Task, Trajectory
-from envhub.runtime.verifiers._base import Verifier, VerifierError, task_value
+from envhub.runtime.verifiers._base import ScoringContext, Verifier, VerifierError, task_value
 from envhub.runtime.verifiers._reference import Reference, field_reference
 
 __all__ = ["ExactMatchVerifier", "normalize"]
@@ -61,7 +61,8 @@ class ExactMatchVerifier(Verifier):
         """The task's field as text; None when it has none."""
         return field_reference(task, self.field, self.kind)
 
-    def score(self, task: Task, trajectory: Trajectory, *, state: Any = None) -> Score:
+    def score(self, task: Task, trajectory: Trajectory, *, state: Any = None,
+              context: ScoringContext | None = None) -> Score:
         """Raises :class:`MissingFieldError` when the task lacks the field."""
         expected = normalize(str(task_value(task, self.field, self.kind)), self.steps)
         got = normalize(trajectory.completion, self.steps)

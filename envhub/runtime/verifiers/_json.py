@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from envhub.runtime._types import Score, Task, Trajectory
-from envhub.runtime.verifiers._base import Verifier, VerifierError, task_value
+from envhub.runtime.verifiers._base import ScoringContext, Verifier, VerifierError, task_value
 from envhub.runtime.verifiers._reference import Reference, field_reference
 
 __all__ = ["JsonMatchVerifier", "json_difference", "parse_json_answer"]
@@ -125,7 +125,8 @@ class JsonMatchVerifier(Verifier):
         """The task's field as JSON; None when it has none."""
         return field_reference(task, self.field, self.kind)
 
-    def score(self, task: Task, trajectory: Trajectory, *, state: Any = None) -> Score:
+    def score(self, task: Task, trajectory: Trajectory, *, state: Any = None,
+              context: ScoringContext | None = None) -> Score:
         """Raises :class:`MissingFieldError`, or :class:`VerifierError` when the field is a
         string that is not JSON text."""
         expected = self._expected(task)

@@ -19,7 +19,7 @@ from fractions import Fraction
 from typing import Any, Literal
 
 from envhub.runtime._types import Score, Task, Trajectory
-from envhub.runtime.verifiers._base import Verifier, VerifierError, task_value
+from envhub.runtime.verifiers._base import ScoringContext, Verifier, VerifierError, task_value
 from envhub.runtime.verifiers._reference import Reference, field_reference
 
 __all__ = ["NumericVerifier", "extract_number", "parse_number"]
@@ -165,7 +165,8 @@ class NumericVerifier(Verifier):
         the task has no such field."""
         return field_reference(task, self.field, self.kind, extract=self.extract)
 
-    def score(self, task: Task, trajectory: Trajectory, *, state: Any = None) -> Score:
+    def score(self, task: Task, trajectory: Trajectory, *, state: Any = None,
+              context: ScoringContext | None = None) -> Score:
         """Raises :class:`MissingFieldError` when the task lacks the field and
         :class:`VerifierError` when its value is not a number."""
         expected = _expected(task, self.field)

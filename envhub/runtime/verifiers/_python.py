@@ -2,8 +2,10 @@
 
 The function is resolved when the verifier is built, so an untrusted bundle fails when it is
 loaded, not in the middle of a run. It is called with the keyword arguments its signature
-accepts among ``task``, ``completion``, ``trajectory``, ``messages`` and ``state`` (all of
-them if it takes ``**kwargs``), and returns a bool, an int or a float in [0, 1], a
+accepts among ``task``, ``completion``, ``trajectory``, ``messages``, ``state`` and ``params``
+(the manifest's ``[config.params]``, a read-only mapping). A function that takes ``**kwargs``
+gets the first five, and ``params`` only when it names it: ``**kwargs`` verifiers written
+before ``params`` reached verifiers see what they always saw., and returns a bool, an int or a float in [0, 1], a
 :class:`Score`, or a dict ``{"reward": ..., "breakdown": {...}, "info": {...}}``.
 """
 
@@ -15,12 +17,12 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from envhub.runtime._types import Score, Task, Trajectory, clamp_reward
-from envhub.runtime.verifiers._base import Verifier, VerifierContext, VerifierError
+from envhub.runtime.verifiers._base import ScoringContext, Verifier, VerifierContext, VerifierError
 
 __all__ = ["ARGUMENTS", "PythonEntryPointVerifier"]
 
 #: The keyword arguments a python verifier may ask for, in the order they are documented.
-ARGUMENTS = ("task", "completion", "trajectory", "messages", "state")
+ARGUMENTS = ("task", "completion", "trajectory", "messages", "state", "params")
 
 
 def _accepted_arguments(fn: Callable[..., Any], entry_point: str) -> tuple[str, ...]:
@@ -34,7 +36,8 @@ def _accepted_arguments(fn: Callable[..., Any], entry_point: str) -> tuple[str, 
         raise VerifierError(f"python verifier {entry_point!r}: cannot read its signature: {e}") from e
     params = signature.parameters.values()
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
-        return ARGUMENTS
+        named = "params" in signature.parameters
+        return ARGUMENTS if named else tuple(a for a in ARGUMENTS if a != "params")
     accepted = []
     for p in params:
         if p.name in ARGUMENTS and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY):
@@ -105,6 +108,7 @@ class PythonEntryPointVerifier(Verifier):
             raise VerifierError(f"python verifier {spec.entry_point!r} is a {type(fn).__name__}, not a function")
         self.fn: Callable[..., Any] = fn
         self.arguments = _accepted_arguments(fn, spec.entry_point)
+        self.params = ctx.params
         call = fn.__call__ if not inspect.isroutine(fn) and not inspect.isclass(fn) else fn
         self.is_async = inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(call)
 
@@ -115,10 +119,12 @@ class PythonEntryPointVerifier(Verifier):
             "trajectory": trajectory,
             "messages": trajectory.messages,
             "state": state,
+            "params": self.params,
         }
         return {name: available[name] for name in self.arguments}
 
-    def score(self, task: Task, trajectory: Trajectory, *, state: Any = None) -> Score:
+    def score(self, task: Task, trajectory: Trajectory, *, state: Any = None,
+              context: ScoringContext | None = None) -> Score:
         """Calls the function; an ``async def`` one runs with :func:`asyncio.run`.
 
         Raises :class:`VerifierError` when an async function is scored with ``score`` from
@@ -134,7 +140,8 @@ class PythonEntryPointVerifier(Verifier):
             result = asyncio.run(_await(result))
         return _to_score(result, self.entry_point, task)
 
-    async def ascore(self, task: Task, trajectory: Trajectory, *, state: Any = None) -> Score:
+    async def ascore(self, task: Task, trajectory: Trajectory, *, state: Any = None,
+                     context: ScoringContext | None = None) -> Score:
         """Awaits an async function; calls a sync one directly, on the loop's thread, since
         episode state (a sqlite3 connection) is bound to the thread that made it."""
         result = self.fn(**self._kwargs(task, trajectory, state))

@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from envhub.runtime._types import Score, Task, Trajectory
-from envhub.runtime.verifiers._base import Verifier, VerifierError, task_value
+from envhub.runtime.verifiers._base import ScoringContext, Verifier, VerifierError, task_value
 
 __all__ = ["RegexVerifier"]
 
@@ -65,7 +65,8 @@ class RegexVerifier(Verifier):
                 f"task {task.id!r} field {self.pattern_field!r} is not a valid regular expression: {_reason(e)}"
             ) from e
 
-    def score(self, task: Task, trajectory: Trajectory, *, state: Any = None) -> Score:
+    def score(self, task: Task, trajectory: Trajectory, *, state: Any = None,
+              context: ScoringContext | None = None) -> Score:
         """Raises :class:`MissingFieldError` or :class:`VerifierError` when a per-task
         pattern is missing or does not compile."""
         pattern = self._pattern_for(task)

@@ -7,8 +7,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from envhub.errors import UsageError
 from envhub.runtime._types import Score, Task, Trajectory
-from envhub.runtime.verifiers._base import Verifier, VerifierError
+from envhub.runtime.verifiers._base import ScoringContext, Verifier, VerifierError, ascore_with, score_with
 from envhub.runtime.verifiers._reference import Reference
 
 __all__ = ["Criterion", "RubricVerifier"]
@@ -66,21 +67,33 @@ class RubricVerifier(Verifier):
                 return found
         return None
 
-    def score(self, task: Task, trajectory: Trajectory, *, state: Any = None) -> Score:
+    def check_context(self, context: ScoringContext) -> None:
+        """Each criterion's check: a rubric with a self-judging llm-judge refuses too."""
+        for criterion in self.criteria:
+            criterion.verifier.check_context(context)
+
+    def score(self, task: Task, trajectory: Trajectory, *, state: Any = None,
+              context: ScoringContext | None = None) -> Score:
+        """Scores the criteria in order, each with this call's ``context``."""
         scores = []
         for criterion in self.criteria:
             try:
-                scores.append(criterion.verifier.score(task, trajectory, state=state))
+                scores.append(score_with(criterion.verifier, task, trajectory, state=state, context=context))
+            except UsageError:
+                raise  # a refusal for this call (a self-judging llm-judge), not a broken criterion
             except Exception as e:
                 raise _criterion_error(criterion, task, e) from e
         return self._combine(scores)
 
-    async def ascore(self, task: Task, trajectory: Trajectory, *, state: Any = None) -> Score:
+    async def ascore(self, task: Task, trajectory: Trajectory, *, state: Any = None,
+                     context: ScoringContext | None = None) -> Score:
         """Scores the criteria concurrently; the first one to raise cancels the others."""
 
         async def one(criterion: Criterion) -> Score:
             try:
-                return await criterion.verifier.ascore(task, trajectory, state=state)
+                return await ascore_with(criterion.verifier, task, trajectory, state=state, context=context)
+            except UsageError:
+                raise
             except Exception as e:
                 raise _criterion_error(criterion, task, e) from e
 

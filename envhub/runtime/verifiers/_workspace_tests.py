@@ -38,7 +38,7 @@ from typing import Any
 from xml.etree import ElementTree
 
 from envhub.runtime._types import Score, Task, Trajectory
-from envhub.runtime.verifiers._base import Verifier, VerifierContext, VerifierError, task_value
+from envhub.runtime.verifiers._base import ScoringContext, Verifier, VerifierContext, VerifierError, task_value
 
 __all__ = ["JUNIT_PATH", "TestReport", "WorkspaceTestsVerifier", "parse_junit", "parse_test_output"]
 
@@ -140,10 +140,12 @@ class WorkspaceTestsVerifier(Verifier):
         except SandboxSetupError as e:
             raise VerifierError(e.message, hint=e.hint) from None
 
-    def score(self, task: Task, trajectory: Trajectory, *, state: Any = None) -> Score:
+    def score(self, task: Task, trajectory: Trajectory, *, state: Any = None,
+              context: ScoringContext | None = None) -> Score:
         return asyncio.run(self.ascore(task, trajectory, state=state))
 
-    async def ascore(self, task: Task, trajectory: Trajectory, *, state: Any = None) -> Score:
+    async def ascore(self, task: Task, trajectory: Trajectory, *, state: Any = None,
+                     context: ScoringContext | None = None) -> Score:
         if state is None or not hasattr(state, "export"):
             raise VerifierError("the workspace-tests verifier scores the workspace of a sandbox episode, and got "
                                 f"{type(state).__name__}", hint="score an episode of the environment, with its state")
