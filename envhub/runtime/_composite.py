@@ -23,6 +23,7 @@ from envhub.runtime._types import Message, Score, Task, Trajectory
 
 if TYPE_CHECKING:
     from envhub.lookup import PluginLookup
+    from envhub.runtime.verifiers import ScoringContext
 
 __all__ = ["CompositeEnvironment", "apportion", "interleave"]
 
@@ -73,7 +74,6 @@ class CompositeEnvironment:
         self.max_turns: int = max((c.max_turns for c in self.children.values()), default=1)
         #: None of its own: each task runs with the tools of the environment it comes from.
         self.tool_specs: list[dict[str, Any]] = []
-        self.policy_model: str | None = None
         self._routes: dict[tuple[str, str], tuple[Environment | CompositeEnvironment, Task]] = {}
         self._built: dict[tuple[str, int | None], list[Task]] = {}
         self._check_held_out()
@@ -156,28 +156,28 @@ class CompositeEnvironment:
 
     # -- episodes and scores: the child's ---------------------------------------------
 
-    def episode(self, task: Task, *, seed: int | None = None) -> Episode:
+    def episode(self, task: Task, *, seed: int | None = None, scoring: ScoringContext | None = None) -> Episode:
         child, child_task = self._route(task)
-        return child.episode(child_task, seed=seed)
+        return child.episode(child_task, seed=seed, scoring=scoring)
 
     def score(self, task: Task, completion_or_trajectory: str | Sequence[Message] | Trajectory, *,
-              state: Any = None) -> Score:
+              state: Any = None, context: ScoringContext | None = None) -> Score:
         child, child_task = self._route(task)
-        return child.score(child_task, completion_or_trajectory, state=state)
+        return child.score(child_task, completion_or_trajectory, state=state, context=context)
 
     async def ascore(self, task: Task, completion_or_trajectory: str | Sequence[Message] | Trajectory, *,
-                     state: Any = None) -> Score:
+                     state: Any = None, context: ScoringContext | None = None) -> Score:
         child, child_task = self._route(task)
-        return await child.ascore(child_task, completion_or_trajectory, state=state)
+        return await child.ascore(child_task, completion_or_trajectory, state=state, context=context)
+
+    def check_scoring(self, context: ScoringContext) -> None:
+        """Every child's check: one child's self-judging llm-judge refuses the run."""
+        for child in self.children.values():
+            child.check_scoring(context)
 
     def reference_actions(self, task: Task) -> list[Message]:
         child, child_task = self._route(task)
         return child.reference_actions(child_task)
-
-    def use_policy_model(self, model: str | None, *, force_self_judge: bool = False) -> None:
-        for child in self.children.values():
-            child.use_policy_model(model, force_self_judge=force_self_judge)
-        self.policy_model = model
 
     # -- provenance ---------------------------------------------------------------------
 

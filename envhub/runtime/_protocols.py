@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
     from envhub.manifest import Manifest
     from envhub.runtime._types import Action, Message, Observation, Score, StepResult, Task, Trajectory
+    from envhub.runtime.verifiers import ScoringContext
 
 __all__ = ["EnvironmentProtocol", "EpisodeProtocol", "SplitInfo"]
 
@@ -160,21 +161,26 @@ class EnvironmentProtocol(Protocol):
         """One task by id; :class:`envhub.errors.EnvNotFoundError` if there is none."""
         ...
 
-    def episode(self, task: Task, *, seed: int | None = None) -> EpisodeProtocol:
-        """A new episode of ``task``; ``reset()`` starts it."""
+    def episode(self, task: Task, *, seed: int | None = None, scoring: ScoringContext | None = None
+                ) -> EpisodeProtocol:
+        """A new episode of ``task``; ``reset()`` starts it. Its score is computed with
+        ``scoring`` (the policy's model, so an llm-judge can refuse to grade its own model)."""
         ...
 
     def score(self, task: Task, completion_or_trajectory: str | Sequence[Message] | Trajectory, *,
-              state: Any = None) -> Score:
-        """Score a completion or a trajectory. A verifier that raises gives reward 0 with
-        :attr:`Score.error` set."""
+              state: Any = None, context: ScoringContext | None = None) -> Score:
+        """Score a completion or a trajectory for ``context`` (what this call knows about the
+        run; never kept on the environment). A verifier that raises, or refuses ``context``,
+        gives reward 0 with :attr:`Score.error` set."""
         ...
 
     async def ascore(self, task: Task, completion_or_trajectory: str | Sequence[Message] | Trajectory, *,
-                     state: Any = None) -> Score: ...
+                     state: Any = None, context: ScoringContext | None = None) -> Score: ...
 
-    def use_policy_model(self, model: str | None, *, force_self_judge: bool = False) -> None:
-        """Name the policy's model, so an LLM judge can refuse to grade its own model."""
+    def check_scoring(self, context: ScoringContext) -> None:
+        """Raise :class:`envhub.errors.UsageError` when every score for ``context`` would be
+        refused (an llm-judge of the policy's own model), so a run stops before it starts.
+        A served environment checks on the server, per request, instead."""
         ...
 
     def reference_actions(self, task: Task) -> list[Message]:

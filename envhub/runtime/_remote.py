@@ -20,7 +20,7 @@ import random
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Self, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Self, TypeVar, overload
 from urllib.parse import quote, unquote, urlsplit
 
 import httpx2
@@ -56,8 +56,12 @@ from envhub.runtime.served import (
     StepView,
     TaskPage,
     TaskView,
+    judge_fields,
 )
 from envhub.settings import Settings
+
+if TYPE_CHECKING:
+    from envhub.runtime.verifiers import ScoringContext
 
 __all__ = ["RemoteEnvironment", "RemoteEpisode", "RemoteError", "load_remote"]
 
@@ -156,8 +160,6 @@ class RemoteEnvironment:
         self.manifest: Manifest = _manifest(detail.manifest, url)
         self._splits = {s.name: SplitInfo(s.name, s.held_out, s.available, s.rows, s.generated)
                         for s in detail.splits}
-        self.policy_model: str | None = None
-        self._force_self_judge = False
         self._background: set[asyncio.Task[Any]] = set()
 
     # -- tasks --------------------------------------------------------------------------
@@ -207,38 +209,38 @@ class RemoteEnvironment:
 
     # -- episodes and scores ------------------------------------------------------------
 
-    def episode(self, task: Task, *, seed: int | None = None) -> RemoteEpisode:
-        """A new episode of ``task``, run on the server; ``reset()`` starts it there."""
-        return RemoteEpisode(self, task, seed=seed)
+    def episode(self, task: Task, *, seed: int | None = None, scoring: ScoringContext | None = None
+                ) -> RemoteEpisode:
+        """A new episode of ``task``, run on the server; ``reset()`` starts it there, sending
+        ``scoring``'s policy model (an llm-judge there refuses to grade its own model)."""
+        return RemoteEpisode(self, task, seed=seed, scoring=scoring)
 
     def score(self, task: Task, completion_or_trajectory: str | Sequence[Message] | Trajectory, *,
-              state: Any = None) -> Score:
+              state: Any = None, context: ScoringContext | None = None) -> Score:
         """The server's score of a completion or trajectory (the answer stays on the server;
-        on a held-out split the score has no breakdown)."""
-        data = self._http.request("POST", f"{self._path}/score", self._score_body(task, completion_or_trajectory))
+        on a held-out split the score has no breakdown), for ``context``'s policy model.
+        Raises :class:`UsageError` when the server refuses ``context`` (a self-judging llm-judge)."""
+        body = self._score_body(task, completion_or_trajectory, context)
+        data = self._http.request("POST", f"{self._path}/score", body)
         return _decoded(ScoreView.from_json, data, self.url).to_score()
 
     async def ascore(self, task: Task, completion_or_trajectory: str | Sequence[Message] | Trajectory, *,
-                     state: Any = None) -> Score:
-        body = self._score_body(task, completion_or_trajectory)
+                     state: Any = None, context: ScoringContext | None = None) -> Score:
+        body = self._score_body(task, completion_or_trajectory, context)
         data = await self._http.arequest("POST", f"{self._path}/score", body)
         return _decoded(ScoreView.from_json, data, self.url).to_score()
 
-    def _score_body(self, task: Task, value: str | Sequence[Message] | Trajectory) -> dict[str, Any]:
+    def _score_body(self, task: Task, value: str | Sequence[Message] | Trajectory,
+                    context: ScoringContext | None) -> dict[str, Any]:
         if isinstance(value, str):
             return ScoreRequest.model_construct(split=task.split, task_id=task.id, completion=value,
-                                                **self._judge()).to_json()
+                                                **judge_fields(context)).to_json()
         return ScoreRequest.model_construct(split=task.split, task_id=task.id, messages=Trajectory.of(value).messages,
-                            **self._judge()).to_json()
+                                            **judge_fields(context)).to_json()
 
-    def _judge(self) -> dict[str, Any]:
-        return {"policy_model": self.policy_model, "force_self_judge": self._force_self_judge}
-
-    def use_policy_model(self, model: str | None, *, force_self_judge: bool = False) -> None:
-        """Tell the server's verifier which model the policy is (sent with each episode and
-        score), so an llm-judge there refuses to grade its own model unless forced."""
-        self.policy_model = model
-        self._force_self_judge = force_self_judge
+    def check_scoring(self, context: ScoringContext) -> None:
+        """Nothing here: the verifier is on the server, which checks each request's context
+        (an episode or a score for a self-judging llm-judge is refused there, as a UsageError)."""
 
     def reference_actions(self, task: Task) -> list[Message]:
         """The reference turns of a task of a public split, as :meth:`Environment.reference_actions`
@@ -335,10 +337,12 @@ class RemoteEpisode:
     """An episode run on the server: the same calls as :class:`~envhub.runtime.Episode`
     (``reset``/``step``, ``areset``/``astep``, ``with``/``async with``, ``close``)."""
 
-    def __init__(self, env: RemoteEnvironment, task: Task, *, seed: int | None = None) -> None:
+    def __init__(self, env: RemoteEnvironment, task: Task, *, seed: int | None = None,
+                 scoring: ScoringContext | None = None) -> None:
         self.env = env
         self.task = task
         self.seed = seed
+        self.scoring = scoring
         self.id: str | None = None
         self.messages: list[Message] = []
         self.turns = 0
@@ -432,10 +436,10 @@ class RemoteEpisode:
         # A generated task is found by index at once; by id, the server would generate the split to find it.
         if info is not None and info.generated:
             body = CreateEpisodeRequest.model_construct(split=task.split, index=task.index, seed=self.seed,
-                                                        **self.env._judge())
+                                                        **judge_fields(self.scoring))
         else:
             body = CreateEpisodeRequest.model_construct(split=task.split, task_id=task.id, seed=self.seed,
-                                                        **self.env._judge())
+                                                        **judge_fields(self.scoring))
         return body.to_json()
 
     def _started(self, data: Mapping[str, Any]) -> Observation:

@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from envhub.errors import EnvhubError
 from envhub.runtime._types import Message, Observation, Score, StepResult, Task
+from envhub.runtime.verifiers._base import ScoringContext
 
 __all__ = [
     "MAX_INT",
@@ -40,6 +41,7 @@ __all__ = [
     "PREFIX",
     "PROTOCOL_VERSION",
     "WITHHELD",
+    "judge_fields",
     "CreateEpisodeRequest",
     "EnvironmentDetail",
     "EpisodeCreated",
@@ -434,9 +436,24 @@ class _Body(BaseModel):
 
 
 class _JudgeContext(_Body):
+    """The scoring context a request carries (an episode's, a score's): each request its
+    own, never kept on the served environment."""
+
     #: The policy's model, so an llm-judge verifier refuses to grade its own model's answers.
     policy_model: str | None = None
     force_self_judge: bool = False
+
+    @property
+    def scoring(self) -> ScoringContext:
+        """The :class:`~envhub.runtime.verifiers.ScoringContext` of this request."""
+        return ScoringContext(self.policy_model, self.force_self_judge)
+
+
+def judge_fields(context: ScoringContext | None) -> dict[str, Any]:
+    """The fields of a request body that carry ``context`` (none for no context)."""
+    if context is None:
+        return {}
+    return {"policy_model": context.policy_model, "force_self_judge": context.force_self_judge}
 
 
 class CreateEpisodeRequest(_JudgeContext):

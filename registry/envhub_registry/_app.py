@@ -175,10 +175,12 @@ class _Api:
         body = await _parse(request, CreateEpisodeRequest)
         held_out = served.held_out(body.split)
         self.auth.check(request, held_out=held_out, what=f"split {body.split!r} of {served.name}")
-        env = served.variant(body.policy_model, body.force_self_judge)
+        env = served.env
+        # The policy's model comes with each request; the one environment serves every model.
+        env.check_scoring(body.scoring)
         task = (env.task(body.split, body.task_id) if body.task_id is not None
                 else served.task_at(body.split, body.index or 0))
-        episode = env.episode(task, seed=body.seed)
+        episode = env.episode(task, seed=body.seed, scoring=body.scoring)
         session = self.sessions.open(served, episode, held_out=held_out)
         try:
             observation = await episode.areset()
@@ -259,12 +261,13 @@ class _Api:
         body = await _parse(request, ScoreRequest)
         held_out = served.held_out(body.split)
         self.auth.check(request, held_out=held_out, what=f"split {body.split!r} of {served.name}")
-        env = served.variant(body.policy_model, body.force_self_judge)
+        env = served.env
+        env.check_scoring(body.scoring)
         task = env.task(body.split, body.task_id)
         answer: Any = body.completion if body.completion is not None else body.messages
         try:
             async with asyncio.timeout(self.config.limits.episode_timeout_s):
-                score = await env.ascore(task, answer)
+                score = await env.ascore(task, answer, context=body.scoring)
         except TimeoutError:
             raise ApiError(504, "score-timeout", f"scoring took longer than {self.config.limits.episode_timeout_s:g} s "
                                                  "(episode-timeout-s)") from None

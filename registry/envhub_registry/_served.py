@@ -9,7 +9,6 @@ the server.
 
 from __future__ import annotations
 
-import copy
 from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
@@ -25,8 +24,6 @@ __all__ = ["Served"]
 
 #: Orderings of a split kept for paging (seed and limit), per environment.
 _ORDERINGS = 8
-#: Environments kept per (policy model, force-self-judge) for llm-judge verifiers.
-_VARIANTS = 16
 
 
 class Served:
@@ -41,8 +38,6 @@ class Served:
         manifest, _ = public_manifest(env.manifest, env.root)
         self.manifest_text = dump_manifest(manifest)
         self._orderings: OrderedDict[tuple[str, int | None, int | None], Sequence[Task]] = OrderedDict()
-        self._variants: OrderedDict[tuple[str | None, bool], Environment] = OrderedDict()
-        self._judges = _has_llm_judge(env.manifest.verifier)
         # Which splits there are, and which are here, does not change while serving; the
         # property stats each split's file, on every request otherwise.
         self.splits = env.splits
@@ -112,28 +107,6 @@ class Served:
             manifest=self.manifest_text,
         )
 
-    def variant(self, policy_model: str | None, force_self_judge: bool) -> Environment:
-        """The environment whose verifier knows the policy's model, so an llm-judge can refuse
-        to grade its own model. Only llm-judge verifiers care; others share the one environment.
-        Raises :class:`envhub.errors.UsageError` when the judge would grade itself."""
-        if not self._judges or (policy_model is None and not force_self_judge):
-            return self.env
-        key = (policy_model, force_self_judge)
-        env = self._variants.get(key)
-        if env is None:
-            # A shallow copy shares the tasks, tools, state factory and shared states; only the
-            # verifier (and the policy model it was built for) is its own.
-            env = copy.copy(self.env)
-            env.use_policy_model(policy_model, force_self_judge=force_self_judge)
-            self._variants[key] = env
-            while len(self._variants) > _VARIANTS:
-                self._variants.popitem(last=False)
-        return env
-
     def close(self) -> None:
         self.env.close()
 
-
-def _has_llm_judge(spec: Any) -> bool:
-    """Whether the verifier (or a rubric criterion) is an llm-judge."""
-    return any(getattr(s, "kind", None) == "llm-judge" for s in [spec, *(getattr(spec, "criteria", None) or [])])
