@@ -94,12 +94,12 @@ class _Sandbox(ImmutableSandboxedEnvironment):
             for seq, count in ((left, right), (right, left)):
                 if isinstance(seq, (str, list, tuple)) and isinstance(count, int) \
                         and len(seq) * count > _MAX_REPEAT:
-                    raise jinja2.sandbox.SecurityError(
+                    raise jinja2.exceptions.SecurityError(
                         f"repeating a sequence of {len(seq)} {count} times is over the limit of {_MAX_REPEAT:,}")
             return operator.mul(left, right)
         if operator_name == "**":
             if isinstance(right, (int, float)) and abs(right) > _MAX_EXPONENT:
-                raise jinja2.sandbox.SecurityError(f"the exponent {right} is over the limit of {_MAX_EXPONENT}")
+                raise jinja2.exceptions.SecurityError(f"the exponent {right} is over the limit of {_MAX_EXPONENT}")
             return operator.pow(left, right)
         return super().call_binop(context, operator_name, left, right)
 
@@ -174,7 +174,7 @@ class PromptTemplate:
             raise TemplateError(self._where(f"{_at(line)}{e.message}"), name=self.name, line=line, field=self.field,
                                 hint=f"the variables are: {given}; a task field the task may lack can be read "
                                      "as task.get('name')") from e
-        except jinja2.sandbox.SecurityError as e:
+        except jinja2.exceptions.SecurityError as e:
             line = _line(e)
             raise TemplateError(self._where(f"{_at(line)}not allowed in a prompt template: {e}"), name=self.name,
                                 line=line, field=self.field,

@@ -42,7 +42,7 @@ def test_the_named_variables_win_over_fields_of_the_same_name() -> None:
 
 def test_values_are_not_rendered_again() -> None:
     row = {"question": "{{ 7*7 }} {% if true %}x{% endif %} {{ cycler.__init__ }}"}
-    assert render("Q: {{ question }}", **variables(row)) == "Q: {{ 7*7 }} {% if true %}x{% endif %} {{ cycler.__init__ }}"
+    assert render("Q: {{ question }}", **variables(row)) == f"Q: {row['question']}"
     assert render("{{ 7*7 }}") == "49"  # control: the same text in the template itself is rendered
 
 

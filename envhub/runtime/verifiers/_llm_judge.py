@@ -3,6 +3,10 @@
 The judge is sent the rubric, the task's prompt, its reference answer when it has one, and the
 response, and asked for ``{"score": 0..10, "reasoning": ...}``. docs/verifiers.md says how the
 verdict is read.
+
+A bundle may declare the judge's prompt instead (``prompt-template``, a Jinja file rendered per
+call: :mod:`envhub._templates`) and how its answer is read (``verdict``: a regex or a JSON
+field, labels with their rewards, a scale): :func:`read_verdict`.
 """
 
 from __future__ import annotations
@@ -10,9 +14,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from envhub._templates import PromptTemplate, TemplateError, task_variables
 from envhub.errors import PolicyError, UsageError
+from envhub.manifest import JudgeVerdict
 from envhub.runtime._chat import DEFAULT_BASE_URL, ChatClient, ChatResult
 from envhub.runtime._types import Message, Score, Task, Trajectory, _text
 from envhub.runtime.verifiers._base import ScoringContext, Verifier, VerifierContext, VerifierError
@@ -21,7 +28,7 @@ from envhub.runtime.verifiers._reference import Reference
 if TYPE_CHECKING:
     pass
 
-__all__ = ["DEFAULT_RUBRIC", "LlmJudgeVerifier", "parse_verdict"]
+__all__ = ["DEFAULT_RUBRIC", "LlmJudgeVerifier", "parse_verdict", "read_verdict"]
 
 DEFAULT_RUBRIC = ("Judge whether the response correctly and completely answers the task. "
                   "When a reference answer is given, the response must agree with it; wording may differ.")
@@ -79,6 +86,9 @@ class LlmJudgeVerifier(Verifier):
             except (OSError, UnicodeDecodeError) as e:
                 raise VerifierError(f"llm-judge rubric {spec.rubric!r} cannot be read: {e}",
                                     hint="the rubric is a UTF-8 text file in the bundle") from e
+        self.template, self.verdict = _declared(spec, ctx.root)
+        #: [config.params], the prompt template's ``params``.
+        self.params: Mapping[str, Any] = ctx.params
         settings = ctx.settings
         self.base_url: str = spec.base_url or settings.openai_base_url or DEFAULT_BASE_URL
         self._key = settings.secret(self.api_key_env)
@@ -98,14 +108,22 @@ class LlmJudgeVerifier(Verifier):
         return self._client
 
     def messages(self, task: Task, trajectory: Trajectory) -> list[Message]:
-        """The conversation sent to the judge."""
+        """The conversation sent to the judge: the rendered ``prompt-template`` alone as the
+        user message when there is one; else the rubric and envhub's answer format as the
+        system message (the rubric alone when a ``verdict`` is declared: the rubric then says
+        how to answer) and the task, reference and response as the user message.
+
+        Raises :class:`VerifierError` naming the template when it cannot be rendered."""
+        if self.template is not None:
+            return [{"role": "user", "content": self._render(task, trajectory)}]
         parts = [f"# Task\n{_task_prompt(task, trajectory)}"]
         reference = next((task.data[f] for f in REFERENCE_FIELDS if task.data.get(f) is not None), None)
         if reference is not None:
             text = reference if isinstance(reference, str) else json.dumps(reference, ensure_ascii=False)
             parts.append(f"# Reference answer\n{text}")
         parts.append(f"# Response to grade\n{_response(trajectory)}")
-        return [{"role": "system", "content": _INSTRUCTIONS.format(rubric=self.rubric)},
+        system = self.rubric if self.verdict is not None else _INSTRUCTIONS.format(rubric=self.rubric)
+        return [{"role": "system", "content": system},
                 {"role": "user", "content": "\n\n".join(parts)}]
 
     def check_context(self, context: ScoringContext) -> None:
@@ -149,9 +167,26 @@ class LlmJudgeVerifier(Verifier):
     def _endpoint_error(self, e: PolicyError) -> VerifierError:
         return VerifierError(f"llm-judge {self.model!r}: {e.message}", hint=e.hint)
 
+    def _render(self, task: Task, trajectory: Trajectory) -> str:
+        assert self.template is not None
+        variables = task_variables(task.data, task_id=task.id, split=task.split, params=self.params,
+                                   completion=trajectory.completion, messages=trajectory.messages,
+                                   rubric=self.rubric)
+        try:
+            return self.template.render(**variables)
+        except TemplateError as e:
+            raise VerifierError(f"task {task.id!r}: {e.message}", hint=e.hint) from e
+
     def _verdict(self, result: ChatResult) -> Score:
         reply = _text(result.message.get("content"))
         info: dict[str, Any] = {"judge_model": self.model, "usage": dict(result.usage)}
+        if self.verdict is not None:
+            try:
+                reward, raw, reasoning = read_verdict(reply, self.verdict)
+            except VerifierError as e:
+                return Score(0.0, {}, f"llm-judge {self.model!r}: {e.message}",
+                             info={**info, "reply": _excerpt(reply)})
+            return Score(reward, {}, None, info={**info, "score": raw, "reasoning": reasoning})
         try:
             value, scale, reasoning = parse_verdict(reply)
         except ValueError as e:
@@ -188,16 +223,104 @@ def parse_verdict(reply: str) -> tuple[float, float, str]:
     return value, scale, reasoning if isinstance(reasoning, str) else ""
 
 
-def _json_verdict(reply: str) -> Mapping[str, Any] | None:
+def _json_verdict(reply: str, key: str = "score") -> Mapping[str, Any] | None:
+    """The first JSON object in ``reply`` (inline or in a fence) that has ``key``."""
     decoder = json.JSONDecoder()
     for match in re.finditer(r"\{", reply):
         try:
             value, _ = decoder.raw_decode(reply, match.start())
         except ValueError:
             continue
-        if isinstance(value, Mapping) and "score" in value:
+        if isinstance(value, Mapping) and key in value:
             return value
     return None
+
+
+def read_verdict(reply: str, verdict: JudgeVerdict) -> tuple[float, Any, str]:
+    """``(reward, score, reasoning)`` from a judge's reply, read as ``verdict`` declares.
+
+    The score is the first match of ``verdict.regex`` (its first group, or the whole match
+    when it has no group), or the value of ``verdict.json-field`` in the first JSON object of
+    the reply that has that key (inline or in a fenced block). With ``labels``, the score must
+    be one of them (matched exactly, else ignoring case) and the reward is the label's; without,
+    it is a number and the reward is ``score / scale``, which must lie in [0, 1]. The reasoning
+    is the JSON object's ``reasoning`` (json-field), else the whole reply.
+
+    Raises :class:`VerifierError` saying what was expected, with an excerpt of the reply.
+
+    >>> read_verdict("The answer names Paris.\\nGRADE: C",
+    ...              JudgeVerdict(regex=r"GRADE: *([CPI])", labels={"C": 1, "P": 0.5, "I": 0}))
+    (1.0, 'C', 'The answer names Paris.\\nGRADE: C')
+    """
+    reasoning = reply.strip()
+    if verdict.regex is not None:
+        match = re.search(verdict.regex, reply)
+        if match is None:
+            raise _no_verdict(f"no match for verdict.regex {verdict.regex!r}", reply)
+        raw: Any = match.group(1) if match.re.groups else match.group(0)
+        if raw is None:
+            raise _no_verdict(f"verdict.regex {verdict.regex!r} matched {match.group(0)!r} but its first group "
+                              "took no part in the match", reply)
+        raw = raw.strip()
+        where = f"the score {raw!r} (from verdict.regex)"
+    else:
+        key = verdict.json_field
+        assert key is not None  # the manifest's rules: exactly one of regex and json-field
+        found = _json_verdict(reply, key)
+        if found is None:
+            raise _no_verdict(f"no JSON object with the key {key!r} (verdict.json-field)", reply)
+        raw = found[key]
+        where = f"the score {raw!r} (from the JSON key {key!r})"
+        if isinstance(found.get("reasoning"), str):
+            reasoning = found["reasoning"]
+    if verdict.labels:
+        label = _label(raw, verdict.labels)
+        if label is None:
+            expected = ", ".join(repr(name) for name in verdict.labels)
+            raise _no_verdict(f"{where} is not one of the labels {expected}", reply)
+        return float(verdict.labels[label]), label, reasoning
+    try:
+        number = _number(raw, "score")
+    except ValueError:
+        raise _no_verdict(f"{where} is not a number (declare verdict.labels to read words)", reply) from None
+    reward = number / verdict.scale
+    if not 0 <= reward <= 1:
+        raise _no_verdict(f"{where} is outside 0..{verdict.scale:g} (verdict.scale)", reply)
+    return reward, number, reasoning
+
+
+def _label(raw: Any, labels: Mapping[str, float]) -> str | None:
+    if not isinstance(raw, str):
+        return None
+    if raw in labels:
+        return raw
+    folded = [name for name in labels if name.casefold() == raw.casefold()]
+    return folded[0] if len(folded) == 1 else None
+
+
+def _no_verdict(what: str, reply: str) -> VerifierError:
+    subject = f"the judge's reply has {what}" if what.startswith("no ") else what
+    return VerifierError(f"{subject}; the reply: {_excerpt(reply.strip(), 200)!r}",
+                         hint="make the judge's prompt ask for the answer format the verdict reads")
+
+
+def _declared(spec: Any, root: Path) -> tuple[PromptTemplate | None, JudgeVerdict | None]:
+    """The spec's prompt template, compiled, and its verdict, checked. Raises
+    :class:`VerifierError` when the template cannot be read or compiled, or a label's reward
+    is outside [0, 1]."""
+    verdict: JudgeVerdict | None = spec.verdict
+    if verdict is not None:
+        for name, reward in verdict.labels.items():
+            if not 0 <= reward <= 1:
+                raise VerifierError(f"llm-judge verdict.labels: {name!r} = {reward:g} is outside [0, 1]",
+                                    hint="a label's value is its reward, from 0 to 1")
+    if spec.prompt_template is None:
+        return None, verdict
+    try:
+        template = PromptTemplate.from_file(root, spec.prompt_template, what="llm-judge prompt-template")
+    except TemplateError as e:
+        raise VerifierError(e.message, hint=e.hint) from e
+    return template, verdict
 
 
 def _number(value: Any, what: str) -> float:
