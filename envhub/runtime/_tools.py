@@ -11,6 +11,18 @@ named ``state`` that no model could fill in (no annotation, ``Any``, ``Path``,
 ``sqlite3.Connection``, a ``ShellWorkspace``, or a type with no JSON schema) still receives
 the state, with a :class:`DeprecationWarning`.
 
+A parameter annotated ``Params[T]`` (``Annotated[T, EnvParams]``), whatever its name, is not
+shown to the model either: it receives the manifest's ``[config.params]`` as a read-only
+mapping (never by parameter name: a model's ``params`` argument stays the model's).
+
+>>> def greet(name: str, *, config: Params[Mapping[str, Any]]) -> str:
+...     return f"{config['greeting']}, {name}"
+>>> tool = make_tool(greet, params={"greeting": "Hi"})
+>>> sorted(tool.spec["function"]["parameters"]["properties"])
+['name']
+>>> tool.call({"id": "1", "function": {"name": "greet", "arguments": '{"name": "Ada"}'}}).message["content"]
+'Hi, Ada'
+
 >>> from pathlib import Path
 >>> def ship(city: str, state: str, *, workspace: State[Path]) -> str:
 ...     return city
@@ -34,11 +46,12 @@ import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Annotated, Any, Literal, TypeVar
 
 from envhub.runtime._types import Reply
 
-__all__ = ["EpisodeState", "State", "Tool", "ToolCallResult", "make_tool"]
+__all__ = ["EnvParams", "EpisodeState", "Params", "State", "Tool", "ToolCallResult", "make_tool"]
 
 T = TypeVar("T")
 _UnionType = types.UnionType
@@ -52,6 +65,16 @@ class EpisodeState:
 #: ``State[T]`` is ``Annotated[T, EpisodeState]``: a tool parameter of this type is hidden from
 #: the model and receives the episode's state (``def run_sql(query: str, *, db: State[Connection])``).
 State = Annotated[T, EpisodeState]
+
+class EnvParams:
+    """The marker of a parameter that receives the manifest's ``[config.params]``:
+    ``Annotated[Mapping[str, Any], EnvParams]``, or :data:`Params` for short."""
+
+
+#: ``Params[T]`` is ``Annotated[T, EnvParams]``: a tool parameter (or a spec tool handler's) of
+#: this type is hidden from the model and receives ``[config.params]``, read-only
+#: (``def lookup(sku: str, *, params: Params[Mapping[str, Any]])``).
+Params = Annotated[T, EnvParams]
 
 #: The name that received the state before :data:`State`; see :func:`_legacy_state`.
 LEGACY_STATE_PARAMETER = "state"
@@ -127,7 +150,7 @@ class ToolCallResult:
 class Tool:
     """A function offered to the model; :meth:`call` runs one tool call against it."""
 
-    def __init__(self, fn: Callable[..., Any], *, source: str = "") -> None:
+    def __init__(self, fn: Callable[..., Any], *, source: str = "", params: Mapping[str, Any] | None = None) -> None:
         self.fn = fn
         self.source = source or f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', '?')}"
         self.name: str = fn.__name__
@@ -140,6 +163,9 @@ class Tool:
         description, param_docs = _parse_docstring(fn.__doc__)
         #: The parameter that receives the episode's state, if any.
         self.state_parameter: str | None = None
+        #: The parameter that receives ``[config.params]``, if any, and what it receives.
+        self.params_parameter: str | None = None
+        self.params: Mapping[str, Any] = read_only(params)
         fields: dict[str, Any] = {}
         from pydantic import Field
 
@@ -148,6 +174,12 @@ class Tool:
                 raise TypeError(f"tool {self.source}: *{name} parameters cannot be described to a model; "
                                 "name every parameter")
             annotation = hints.get(name, Any)
+            if _is_params(annotation):
+                if self.params_parameter is not None:
+                    raise TypeError(f"tool {self.source}: both {self.params_parameter!r} and {name!r} ask for "
+                                    "[config.params]; keep one")
+                self.params_parameter = name
+                continue
             if _is_state(annotation) or (name == LEGACY_STATE_PARAMETER and _legacy_state(annotation, name in hints)):
                 if self.state_parameter is not None:
                     raise TypeError(f"tool {self.source}: both {self.state_parameter!r} and {name!r} ask for the "
@@ -215,6 +247,8 @@ class Tool:
             return _error(call_id, self.name, prepared)
         if self.state_parameter is not None:
             prepared[self.state_parameter] = state
+        if self.params_parameter is not None:
+            prepared[self.params_parameter] = self.params
         return call_id, prepared
 
     def call(self, call: Mapping[str, Any], state: Any = None) -> ToolCallResult:
@@ -264,9 +298,24 @@ def tool_result(call_id: str, name: str, value: Any) -> ToolCallResult:
 
 def _is_state(annotation: Any) -> bool:
     """Whether ``annotation`` is ``Annotated[..., EpisodeState]`` (``State[...]``)."""
+    return _marked(annotation, EpisodeState)
+
+
+def _is_params(annotation: Any) -> bool:
+    """Whether ``annotation`` is ``Annotated[..., EnvParams]`` (``Params[...]``)."""
+    return _marked(annotation, EnvParams)
+
+
+def _marked(annotation: Any, marker: type) -> bool:
     if typing.get_origin(annotation) is not Annotated:
         return False
-    return any(m is EpisodeState or isinstance(m, EpisodeState) for m in annotation.__metadata__)
+    return any(m is marker or isinstance(m, marker) for m in annotation.__metadata__)
+
+
+def read_only(params: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    """``params`` as a read-only mapping (a copy of its top level), so no tool or episode
+    changes what the next one receives."""
+    return MappingProxyType(dict(params or {}))
 
 
 def _legacy_state(annotation: Any, annotated: bool) -> bool:
@@ -310,10 +359,12 @@ def _error(call_id: str, name: str, text: str,
                           fault=fault)
 
 
-def make_tool(fn: Callable[..., Any], *, source: str = "") -> Tool:
-    """A :class:`Tool` for ``fn``. Raises :class:`TypeError` if ``fn`` cannot be described
-    as a tool (``*args``, unreadable type hints, a type pydantic cannot express)."""
-    return Tool(fn, source=source)
+def make_tool(fn: Callable[..., Any], *, source: str = "", params: Mapping[str, Any] | None = None) -> Tool:
+    """A :class:`Tool` for ``fn``; a ``Params``-annotated parameter of it receives ``params``
+    (the manifest's ``[config.params]``, bound once here, so a call costs nothing more).
+    Raises :class:`TypeError` if ``fn`` cannot be described as a tool (``*args``, unreadable
+    type hints, a type pydantic cannot express, two parameters asking for the params)."""
+    return Tool(fn, source=source, params=params)
 
 
 def unknown_tool(call: Mapping[str, Any], tools: Sequence[Tool]) -> ToolCallResult:
