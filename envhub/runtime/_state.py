@@ -7,8 +7,9 @@
   :class:`sqlite3.Connection`. Snapshots up to :data:`IN_MEMORY_LIMIT` are copied with
   SQLite's own deserialize into memory (no disk I/O per episode); larger ones are copied
   to a temporary file.
-- ``python``: an instance of the ``entry-point`` class; ``reset(task)`` is called when the
-  state starts, ``close()`` (if it has one) when it is released.
+- ``python``: an instance of the ``entry-point`` class (made with ``params=`` the manifest's
+  ``[config.params]``, read-only, when its signature takes ``params``); ``reset(task)`` is
+  called when the state starts, ``close()`` (if it has one) when it is released.
 - ``sandbox``: a :class:`envhub.sandbox.ShellWorkspace` (``envhub.runtime._workspace_state``).
 
 Nothing one state instance is given ever reaches another: each is its own copy.
@@ -17,10 +18,11 @@ Nothing one state instance is given ever reaches another: each is its own copy.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import shutil
 import sqlite3
 import tempfile
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -127,12 +129,14 @@ class _Sqlite(StateFactory):
 class _Python(StateFactory):
     kind = "python"
 
-    def __init__(self, factory: Callable[[], Any], source: str) -> None:
+    def __init__(self, factory: Callable[..., Any], source: str, params: Mapping[str, Any] | None = None) -> None:
         self.factory = factory
         self.source = source
+        # Read once: a factory that takes ``params`` gets them on every new state.
+        self._kwargs: dict[str, Any] = {"params": _read_only(params)} if _takes(factory, "params") else {}
 
     def new(self, task: Task) -> StateHandle:
-        state = self.factory()
+        state = self.factory(**self._kwargs)
         reset = getattr(state, "reset", None)
         if callable(reset):
             replaced = reset(task)
@@ -161,16 +165,36 @@ def sqlite_state(spec: StateSection, root: Path) -> StateFactory:
     return _Sqlite(snapshot)
 
 
-def python_state(spec: StateSection, load_entry_point: Callable[[str], Any]) -> StateFactory:
-    """``python``: an instance of the bundle's ``entry-point`` class per state."""
+def python_state(spec: StateSection, load_entry_point: Callable[[str], Any], *,
+                 params: Mapping[str, Any] | None = None) -> StateFactory:
+    """``python``: an instance of the bundle's ``entry-point`` class per state, made with
+    ``params=params`` (read-only) when the class (or factory function) takes ``params``."""
     assert spec.entry_point is not None  # rule S3
-    return _Python(load_entry_point(spec.entry_point), spec.entry_point)
+    return _Python(load_entry_point(spec.entry_point), spec.entry_point, params)
+
+
+def _takes(fn: Callable[..., Any], name: str) -> bool:
+    """Whether ``fn`` accepts the keyword ``name`` (by name; ``**kwargs`` does not count, so a
+    factory written before ``params`` reached it is called as it always was)."""
+    try:
+        parameter = inspect.signature(fn).parameters.get(name)
+    except (TypeError, ValueError):  # a builtin without a signature
+        return False
+    return parameter is not None and parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
+
+
+def _read_only(params: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    from types import MappingProxyType
+
+    return MappingProxyType(dict(params or {}))
 
 
 def make_state_factory(spec: StateSection, root: Path, load_entry_point: Callable[[str], Any], *,
-                       plugins: PluginLookup) -> StateFactory:
+                       plugins: PluginLookup, params: Mapping[str, Any] | None = None) -> StateFactory:
     """The factory for ``[state]`` of the bundle at ``root``, from the state kind
-    ``plugins`` provides, built-in ones included.
+    ``plugins`` provides, built-in ones included. ``params`` (``[config.params]``) go to the
+    kind's factory when it takes a ``params`` keyword (the built-in ``python`` kind passes
+    them to the bundle's class).
 
     Raises :class:`FileNotFoundError` for a missing snapshot, whatever ``load_entry_point``
     raises (:class:`envhub.errors.TrustError`) for python state, and
@@ -182,4 +206,6 @@ def make_state_factory(spec: StateSection, root: Path, load_entry_point: Callabl
     if kind is None:
         raise PluginError(f"unknown state kind {spec.kind!r}; known kinds: {', '.join(plugins.names('state_kinds'))}",
                           hint="install the plugin that provides it ('envhub plugins' lists what is installed)")
+    if _takes(kind.factory, "params"):
+        return kind.factory(spec, root, load_entry_point, params=params)  # type: ignore[no-any-return]
     return kind.factory(spec, root, load_entry_point)  # type: ignore[no-any-return]
