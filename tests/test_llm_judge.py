@@ -11,7 +11,7 @@ import pytest
 
 from envhub.context import make_plugin_manager
 from envhub.errors import UsageError
-from envhub.manifest import LlmJudge, LlmJudgeCriterion
+from envhub.manifest import JudgeVerdict, LlmJudge, LlmJudgeCriterion
 from envhub.runtime import Task, Trajectory
 from envhub.runtime.verifiers import (
     DEFAULT_RUBRIC,
@@ -21,6 +21,7 @@ from envhub.runtime.verifiers import (
     build_verifier,
     parse_verdict,
 )
+from envhub.runtime.verifiers._llm_judge import read_verdict
 from envhub.settings import load_settings
 from tests.openai_server import error, fail_then
 
@@ -251,3 +252,149 @@ def test_the_key_comes_from_the_named_variable(openai_server, tmp_path: Path) ->
                                                                       OPENAI_API_KEY="sk-default")))
     verifier.score(TASK, Trajectory.of("Paris"))
     assert openai_server.requests[0].authorization == "Bearer sk-named"
+
+
+# --- a declared prompt (prompt-template) and verdict ---------------------------------------------------------
+
+#: An inspect-style graded chain-of-thought judge (model_graded_qa with partial credit).
+GRADED_TEMPLATE = """You are comparing a submitted answer to an expert answer on a given question.
+[Question]: {{ question }}
+[Expert]: {{ answer }}
+[Submission]: {{ completion }}
+{{ rubric }}
+Reason step by step, then end with GRADE: C (correct), GRADE: P (partially correct) or GRADE: I (incorrect).
+"""
+GRADED = {"regex": r"(?i)GRADE\s*:\s*([CPI])", "labels": {"C": 1.0, "P": 0.5, "I": 0.0}}
+
+
+def templated(server, root: Path, template: str, *, verdict: dict[str, Any] | None = None,  # type: ignore[no-untyped-def]
+              params: dict[str, Any] | None = None, rubric: str | None = "Be strict.") -> LlmJudgeVerifier:
+    (root / "prompts").mkdir(exist_ok=True)
+    (root / "prompts" / "judge.j2").write_text(template, encoding="utf-8")
+    if rubric is not None:
+        (root / "rubric.md").write_text(rubric + "\n", encoding="utf-8")
+    spec = LlmJudge(kind="llm-judge", model="judge-2025-01-01", base_url=server.base_url,
+                    rubric="rubric.md" if rubric is not None else None, prompt_template="prompts/judge.j2",
+                    verdict=JudgeVerdict.model_validate(verdict) if verdict is not None else None)
+    return LlmJudgeVerifier(spec, ctx(root, settings=settings(), params=params or {}))
+
+
+def test_a_graded_cot_judge(openai_server, tmp_path: Path) -> None:
+    def grader(request):  # type: ignore[no-untyped-def]
+        submission = request.messages[0]["content"].split("[Submission]: ")[1].split("\n")[0]
+        grade = "C" if submission == "Paris" else "P" if "Paris" in submission else "I"
+        return f"The expert says Paris. The submission says {submission}.\nGRADE: {grade}"
+
+    openai_server.script = grader
+    verifier = templated(openai_server, tmp_path, GRADED_TEMPLATE, verdict=GRADED)
+    rewards = [verifier.score(TASK, Trajectory.of(c)) for c in ("Paris", "Paris or Lyon", "Lyon")]
+    assert [s.reward for s in rewards] == [1.0, 0.5, 0.0]
+    assert [s.info["score"] for s in rewards] == ["C", "P", "I"]
+    assert all(s.error is None for s in rewards)
+    assert rewards[1].info["reasoning"] == "The expert says Paris. The submission says Paris or Lyon.\nGRADE: P"
+    # The template is the judge's whole prompt: one user message, the rubric reaching it as {{ rubric }}.
+    assert openai_server.requests[0].messages == [{"role": "user", "content": (
+        "You are comparing a submitted answer to an expert answer on a given question.\n"
+        "[Question]: Capital of France?\n[Expert]: Paris\n[Submission]: Paris\nBe strict.\n"
+        "Reason step by step, then end with GRADE: C (correct), GRADE: P (partially correct) or "
+        "GRADE: I (incorrect).\n")}]
+
+
+def test_the_template_sees_params_messages_and_the_task(openai_server, tmp_path: Path) -> None:
+    openai_server.script = lambda request: '{"score": 10}'
+    template = ("{{ params.persona }} {{ task_id }}/{{ split }} {{ task['question'] }} {{ messages | length }} "
+                "{{ messages[0].content }} -> {{ completion }}")
+    verifier = templated(openai_server, tmp_path, template, params={"persona": "a teacher"}, rubric=None)
+    assert verifier.score(TASK, Trajectory.of("{{ 7*7 }}")).reward == 1.0  # the default verdict reads the reply
+    [message] = openai_server.requests[0].messages
+    # A completion holding Jinja is shown as written, never rendered.
+    assert message["content"] == "a teacher q1/dev Capital of France? 1 {{ 7*7 }} -> {{ 7*7 }}"
+
+
+@pytest.mark.parametrize(("reply", "verdict", "expected"), [
+    ('Reasoning...\n```json\n{"grade": "PARTIALLY_CORRECT", "reasoning": "half"}\n```',
+     {"json-field": "grade", "labels": {"CORRECT": 1, "PARTIALLY_CORRECT": 0.5, "INCORRECT": 0}},
+     (0.5, "PARTIALLY_CORRECT", "half")),
+    ('{"rating": 7}', {"json-field": "rating", "scale": 10}, (0.7, 7.0, '{"rating": 7}')),
+    ("Score: 4 out of 5", {"regex": r"Score: (\d+)", "scale": 5}, (0.8, 4.0, "Score: 4 out of 5")),
+    ("the answer is correct", {"regex": r"(?i)\b(correct|incorrect)\b", "labels": {"CORRECT": 1, "INCORRECT": 0}},
+     (1.0, "CORRECT", "the answer is correct")),
+    ("verdict: PASS", {"regex": "PASS", "labels": {"PASS": 1, "FAIL": 0}}, (1.0, "PASS", "verdict: PASS")),
+], ids=["json-field-labels-in-fence", "json-field-scale", "regex-scale", "label-ignoring-case", "whole-match"])
+def test_read_verdict(reply: str, verdict: dict[str, Any], expected: tuple[float, Any, str]) -> None:
+    reward, score, reasoning = read_verdict(reply, JudgeVerdict.model_validate(verdict))
+    assert (reward, score, reasoning) == (pytest.approx(expected[0]), expected[1], expected[2])
+
+
+@pytest.mark.parametrize(("reply", "verdict", "message"), [
+    ("I think it is right.", GRADED,
+     "the judge's reply has no match for verdict.regex '(?i)GRADE\\s*:\\s*([CPI])'; "
+     "the reply: 'I think it is right.'"),
+    ("GRADE: X", {"regex": r"GRADE: (\w)", "labels": {"C": 1, "I": 0}},
+     "the score 'X' (from verdict.regex) is not one of the labels 'C', 'I'; the reply: 'GRADE: X'"),
+    ('{"score": 9}', {"json-field": "grade"},
+     "the judge's reply has no JSON object with the key 'grade' (verdict.json-field); the reply: '{\"score\": 9}'"),
+    ('{"grade": 12}', {"json-field": "grade", "scale": 10},
+     "the score 12 (from the JSON key 'grade') is outside 0..10 (verdict.scale); the reply: '{\"grade\": 12}'"),
+    ('{"grade": "good"}', {"json-field": "grade"},
+     "the score 'good' (from the JSON key 'grade') is not a number (declare verdict.labels to read words); "
+     "the reply: '{\"grade\": \"good\"}'"),
+    ("none", {"regex": r"rated (\d)|none"},
+     "verdict.regex 'rated (\\d)|none' matched 'none' but its first group took no part in the match; "
+     "the reply: 'none'"),
+    ("rated 3", {"regex": r"rated (\d)", "scale": 5}, None),
+], ids=["no-match", "unknown-label", "no-json-key", "out-of-scale", "word-without-labels", "empty-group",
+        "ok-control"])
+def test_verdicts_that_cannot_be_read(reply: str, verdict: dict[str, Any], message: str | None) -> None:
+    if message is None:  # control: the same machinery reads a reply that does match
+        assert read_verdict(reply, JudgeVerdict.model_validate(verdict))[:2] == (pytest.approx(0.6), 3.0)
+        return
+    with pytest.raises(VerifierError) as exc:
+        read_verdict(reply, JudgeVerdict.model_validate(verdict))
+    assert exc.value.message == message
+
+
+def test_an_unreadable_declared_verdict_is_a_failed_score(openai_server, tmp_path: Path) -> None:
+    openai_server.script = lambda request: "Looks right to me! " * 30
+    score = templated(openai_server, tmp_path, GRADED_TEMPLATE, verdict=GRADED).score(TASK, Trajectory.of("Paris"))
+    assert score.reward == 0.0
+    assert score.error is not None and score.error.startswith(
+        "llm-judge 'judge-2025-01-01': the judge's reply has no match for verdict.regex ")
+    excerpt = ("Looks right to me! " * 30)[:200] + "..."  # the reply's first 200 characters
+    assert score.error.endswith(f"; the reply: {excerpt!r}")
+
+
+def test_a_verdict_without_a_template_sends_the_rubric_alone(openai_server, tmp_path: Path) -> None:
+    openai_server.script = lambda request: "GRADE: P"
+    (tmp_path / "rubric.md").write_text("Grade C, P or I. End with GRADE: <letter>.\n", encoding="utf-8")
+    spec = LlmJudge(kind="llm-judge", model="m", base_url=openai_server.base_url, rubric="rubric.md",
+                    verdict=JudgeVerdict.model_validate(GRADED))
+    assert LlmJudgeVerifier(spec, ctx(tmp_path, settings=settings())).score(TASK, Trajectory.of("Lyon")).reward == 0.5
+    system, user = openai_server.requests[0].messages
+    assert system == {"role": "system", "content": "Grade C, P or I. End with GRADE: <letter>."}
+    assert user["content"].startswith("# Task\nCapital of France?")
+
+
+def test_a_template_that_fails_to_render_is_a_verifier_error(openai_server, tmp_path: Path) -> None:
+    verifier = templated(openai_server, tmp_path, "Q: {{ question }}\nHint: {{ hint }}", verdict=GRADED)
+    with pytest.raises(VerifierError) as exc:
+        verifier.score(TASK, Trajectory.of("Paris"))
+    assert exc.value.message == "task 'q1': llm-judge prompt-template 'prompts/judge.j2', line 2: 'hint' is undefined"
+    assert openai_server.requests == []  # nothing was sent
+
+
+@pytest.mark.parametrize(("template", "verdict", "message"), [
+    ("{% if question %}open", None,
+     "llm-judge prompt-template 'prompts/judge.j2', line 1: Unexpected end of template. Jinja was looking for the "
+     "following tags: 'elif' or 'else' or 'endif'. The innermost block that needs to be closed is 'if'."),
+    ("{% include '/etc/passwd' %}", None,
+     "llm-judge prompt-template 'prompts/judge.j2', line 1: 'include' is not allowed; a prompt template cannot "
+     "read other files"),
+    ("ok", {"regex": "(C|I)", "labels": {"C": 10, "I": 0}},
+     "llm-judge verdict.labels: 'C' = 10 is outside [0, 1]"),
+], ids=["syntax", "include", "label-reward"])
+def test_a_broken_declaration_fails_at_build(openai_server, tmp_path: Path, template: str,
+                                             verdict: dict[str, Any] | None, message: str) -> None:
+    with pytest.raises(VerifierError) as exc:
+        templated(openai_server, tmp_path, template, verdict=verdict)
+    assert exc.value.message == message

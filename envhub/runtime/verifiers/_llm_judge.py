@@ -256,10 +256,10 @@ def read_verdict(reply: str, verdict: JudgeVerdict) -> tuple[float, Any, str]:
     if verdict.regex is not None:
         match = re.search(verdict.regex, reply)
         if match is None:
-            raise _no_verdict(f"no match for verdict.regex {verdict.regex!r}", reply)
+            raise _no_verdict(f"no match for verdict.regex '{verdict.regex}'", reply)
         raw: Any = match.group(1) if match.re.groups else match.group(0)
         if raw is None:
-            raise _no_verdict(f"verdict.regex {verdict.regex!r} matched {match.group(0)!r} but its first group "
+            raise _no_verdict(f"verdict.regex '{verdict.regex}' matched {match.group(0)!r} but its first group "
                               "took no part in the match", reply)
         raw = raw.strip()
         where = f"the score {raw!r} (from verdict.regex)"
