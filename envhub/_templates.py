@@ -73,15 +73,17 @@ class TemplateError(EnvhubError, ValueError):
     """A prompt template cannot be read, compiled or rendered.
 
     ``name`` is the template's file (relative to the bundle), ``line`` the line at fault when
-    known, and ``field`` the manifest field that names the template, when the caller said.
+    known, ``field`` the manifest field that names the template, when the caller said, and
+    ``reason`` what is wrong, without the where (``message`` has both).
     """
 
     def __init__(self, message: str, *, name: str, line: int | None = None, field: str | None = None,
-                 hint: str | None = None) -> None:
+                 hint: str | None = None, reason: str | None = None) -> None:
         super().__init__(message, hint=hint)
         self.name = name
         self.line = line
         self.field = field
+        self.reason = reason if reason is not None else message
 
 
 class _Sandbox(ImmutableSandboxedEnvironment):
@@ -125,15 +127,14 @@ class PromptTemplate:
         try:
             tree = env.parse(source, name=name)
             for node in tree.find_all(_FILE_NODES):
-                raise TemplateError(
-                    self._where(f"line {node.lineno}: '{type(node).__name__.lower()}' is not allowed; "
-                                "a prompt template cannot read other files"),
-                    name=name, line=node.lineno, field=field,
-                    hint="put the text in this template, or in a task field the template reads")
+                reason = f"'{type(node).__name__.lower()}' is not allowed; a prompt template cannot read other files"
+                raise TemplateError(self._where(f"line {node.lineno}: {reason}"), name=name, line=node.lineno,
+                                    field=field, reason=reason,
+                                    hint="put the text in this template, or in a task field the template reads")
             self._template = env.from_string(tree)
         except jinja2.TemplateSyntaxError as e:
             raise TemplateError(self._where(f"line {e.lineno}: {e.message}"), name=name, line=e.lineno,
-                                field=field, hint=_SYNTAX_HINT) from e
+                                field=field, hint=_SYNTAX_HINT, reason=e.message or "invalid syntax") from e
 
     @classmethod
     def from_file(cls, root: str | Path, relative: str, *, what: str | None = None) -> PromptTemplate:

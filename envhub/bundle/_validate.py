@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from envhub._templates import PromptTemplate, TemplateError
 from envhub.bundle._golden import golden_problems
 from envhub.bundle._paths import bundle_files, escaping_symlinks, resolve_inside
 from envhub.manifest import (
@@ -136,7 +137,7 @@ def validate_bundle(path: str | Path, *, max_line_bytes: int = DEFAULT_MAX_LINE_
         return {"file": manifest_file, "field": field,
                 "line": position[0] if position else None, "column": position[1] if position else None}
 
-    check.problems.extend(_referenced_files(root, manifest, at))
+    check.problems.extend(_referenced_files(root, manifest, at, shown))
     check.problems.extend(local_dependency_problems(manifest, root, file=manifest_file, plugins=plugins)[1])
     for rel, target in escaping_symlinks(root):
         check.problems.append(Problem("error", "symlink-escapes", f"symlink leaves the bundle (it points to {target})",
@@ -370,11 +371,16 @@ def _rows(path: Path, format: str, plugins: PluginLookup) -> Iterator[tuple[dict
             yield dict(row), None
 
 
-def _referenced_files(root: Path, m: Manifest, at) -> Iterator[Problem]:  # type: ignore[no-untyped-def]
-    """Files named by the manifest (other than task files) exist, inside the bundle."""
+def _referenced_files(root: Path, m: Manifest, at, shown) -> Iterator[Problem]:  # type: ignore[no-untyped-def]
+    """Files named by the manifest (other than task files) exist, inside the bundle; prompt
+    templates also compile (a syntax error names the manifest field, the file and its line)."""
     refs: list[tuple[str, tuple[str | int, ...], str, str]] = []  # field, loc, path, expected kind
     if m.harness.system_prompt:
         refs.append(("harness.system-prompt", ("harness", "system-prompt"), m.harness.system_prompt, "file"))
+    for key in ("system-prompt-template", "prompt-template"):
+        template = getattr(m.harness, key.replace("-", "_"))
+        if template:
+            refs.append((f"harness.{key}", ("harness", key), template, "template"))
     if m.state.snapshot:
         # A plugin's state kind says nothing about what its snapshot is: it must exist.
         kind = {"files": "dir", "sqlite": "sqlite", "sandbox": "dir"}.get(m.state.kind, "any")
@@ -384,11 +390,14 @@ def _referenced_files(root: Path, m: Manifest, at) -> Iterator[Problem]:  # type
         refs.append(("state.base", ("state", "base"), m.state.base, "tar"))
     verifiers = m.verifier.criteria if isinstance(m.verifier, Rubric) else [m.verifier] if m.verifier else []
     for i, v in enumerate(verifiers):
-        if isinstance(v, LlmJudge) and v.rubric:
+        if isinstance(v, LlmJudge):
             in_rubric = isinstance(m.verifier, Rubric)
             loc: tuple[str | int, ...] = ("verifier", "criteria", i) if in_rubric else ("verifier",)
             field = f"verifier.criteria[{i}]" if in_rubric else "verifier"
-            refs.append((f"{field}.rubric", (*loc, "rubric"), v.rubric, "file"))
+            if v.rubric:
+                refs.append((f"{field}.rubric", (*loc, "rubric"), v.rubric, "file"))
+            if v.prompt_template:
+                refs.append((f"{field}.prompt-template", (*loc, "prompt-template"), v.prompt_template, "template"))
     for field_name, loc, rel, kind in refs:
         target, why = resolve_inside(root, rel)
         if why is None:
@@ -405,6 +414,23 @@ def _referenced_files(root: Path, m: Manifest, at) -> Iterator[Problem]:  # type
         if why is not None:
             hint = "create it, or fix the path (relative to envhub.toml)" if why == "not found" else None
             yield Problem("error", "bad-path", f"{rel!r} {why}", hint=hint, **at(field_name, *loc))
+        elif kind == "template":
+            yield from _template_problems(target, rel, field_name, shown)
+
+
+def _template_problems(path: Path, rel: str, field: str, shown) -> Iterator[Problem]:  # type: ignore[no-untyped-def]
+    """A prompt template that does not compile, at its own file and line."""
+    try:
+        source = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        yield Problem("error", "bad-template", f"cannot be read as UTF-8 text: {e}", file=shown(rel), field=field,
+                      hint="a prompt template is a UTF-8 text file")
+        return
+    try:
+        PromptTemplate(source, name=rel, field=field)
+    except TemplateError as e:
+        yield Problem("error", "bad-template", f"not a valid prompt template: {e.reason}", file=shown(rel),
+                      line=e.line, field=field, hint=e.hint)
 
 
 def _is_tar(path: Path) -> bool:
