@@ -114,23 +114,17 @@ VERIFIER_KINDS = (
 # --- harness protocols ------------------------------------------------------------------------
 
 
-def _responder(env: Any, task: Any, messages: list[dict[str, Any]], state: Any) -> Any:
-    """The bundle's responder's reply: a string, None, or (an ``async def`` responder) an
-    awaitable of either, which the episode awaits (``astep``) or runs to completion (``step``).
-    The episode checks the reply's type."""
-    respond = env._responder
-    assert respond is not None  # rule H3: multi-turn has a responder
-    if env._responder_takes_state:
-        return respond(task, messages, state=state)
-    return respond(task, messages)
+def _harness_protocols() -> tuple[HarnessProtocol, ...]:
+    from envhub.runtime import MultiTurnHarness, SingleTurnHarness, ToolUseHarness
 
-
-HARNESS_PROTOCOLS = (
-    HarnessProtocol("single-turn", max_turns=1, description="one model turn, then scoring"),
-    HarnessProtocol("multi-turn", respond=_responder,
-                    description="the bundle's responder answers each turn, or ends the episode"),
-    HarnessProtocol("tool-use", runs_tools=True, description="tool calls run until a turn makes none"),
-)
+    return (
+        HarnessProtocol("single-turn", harness=SingleTurnHarness, description="one model turn, then scoring"),
+        HarnessProtocol("multi-turn", harness=MultiTurnHarness,
+                        description="the bundle's responder answers each turn, or ends the episode"),
+        HarnessProtocol("tool-use", harness=ToolUseHarness,
+                        description="tool calls run until a turn makes none; that turn goes to the responder, "
+                                    "if any"),
+    )
 
 
 # --- state kinds --------------------------------------------------------------------------------
@@ -310,7 +304,7 @@ class Builtins:
 
     @hookimpl
     def envhub_harness_protocols(self) -> list[HarnessProtocol]:
-        return list(HARNESS_PROTOCOLS)
+        return list(_harness_protocols())
 
     @hookimpl
     def envhub_state_kinds(self) -> list[StateKind]:

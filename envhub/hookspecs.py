@@ -43,7 +43,7 @@ import pluggy
 
 if TYPE_CHECKING:
     from envhub.registry import Registry
-    from envhub.runtime import Executor, StateFactory
+    from envhub.runtime import Executor, Harness, HarnessSetup, StateFactory
     from envhub.runtime.policies import Policy, PolicyOptions
     from envhub.runtime.verifiers import Verifier, VerifierContext
     from envhub.settings import Settings
@@ -116,13 +116,21 @@ class VerifierKind:
 
 @dataclass(frozen=True)
 class HarnessProtocol:
-    """A ``[harness] protocol``: what happens after each of the model's turns.
+    """A ``[harness] protocol``: what the model sees and what answers its turns.
+
+    ``harness`` is a subclass of :class:`envhub.runtime.Harness` (what envhub's own
+    ``single-turn``, ``multi-turn`` and ``tool-use`` are): it may set ``runs_tools`` and
+    ``fixed_turns`` and override ``start``, ``respond`` and ``observe``. It is built once
+    per environment with the manifest's ``[harness]`` table and the bundle's tools and
+    responder (:class:`envhub.runtime.HarnessSetup`).
+
+    The older form, without ``harness``, still works:
 
     - ``runs_tools``: the assistant's tool calls are run and their results answered as tool
       messages, and ``harness.tools`` is allowed; the episode goes on after such a turn.
     - ``respond(env, task, messages, state)``: after a turn without tool calls, the
-      environment's next user message (a string), or None to end the episode. Without
-      ``respond`` such a turn ends the episode.
+      environment's next user message (a string, or a :class:`envhub.runtime.Reply`), or
+      None to end the episode. Without ``respond`` such a turn ends the episode.
     - ``max_turns``: a fixed number of model turns (``single-turn`` is 1); None means the
       manifest's ``max-turns`` (default 10).
 
@@ -131,9 +139,22 @@ class HarnessProtocol:
 
     name: str
     runs_tools: bool = False
-    respond: Callable[[Any, Any, list[dict[str, Any]], Any], str | None | Awaitable[str | None]] | None = None
+    respond: Callable[[Any, Any, list[dict[str, Any]], Any], Any | Awaitable[Any]] | None = None
     max_turns: int | None = None
     description: str = ""
+    harness: type[Harness] | None = None
+
+    def __post_init__(self) -> None:
+        if self.harness is not None:  # the class says whether it runs tools (the manifest rules read this)
+            object.__setattr__(self, "runs_tools", bool(self.harness.runs_tools))
+
+    def build(self, setup: HarnessSetup) -> Harness:
+        """The protocol's harness for one environment."""
+        if self.harness is not None:
+            return self.harness(setup)
+        from envhub.runtime import ProtocolHarness
+
+        return ProtocolHarness(setup, runs_tools=self.runs_tools, respond=self.respond, max_turns=self.max_turns)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from envhub.runtime._composite import CompositeEnvironment
     from envhub.runtime._curriculum import Curriculum, Draw, LevelChange
     from envhub.runtime._environment import Environment
-    from envhub.runtime._episode import Episode
+    from envhub.runtime._episode import EndedBy, Episode
     from envhub.runtime._eval import (
         CurriculumRun,
         CurriculumSummary,
@@ -31,6 +31,15 @@ if TYPE_CHECKING:
         summarize,
     )
     from envhub.runtime._golden import check_recorded, compare
+    from envhub.runtime._harness import (
+        Harness,
+        HarnessSetup,
+        MultiTurnHarness,
+        ProtocolHarness,
+        SingleTurnHarness,
+        TaskHarness,
+        ToolUseHarness,
+    )
     from envhub.runtime._protocols import EnvironmentProtocol, EpisodeProtocol, SplitInfo
     from envhub.runtime._records import (
         RECORD_VERSION,
@@ -57,7 +66,9 @@ if TYPE_CHECKING:
 
 _WHERE = {
     "Curriculum": "_curriculum", "Draw": "_curriculum", "LevelChange": "_curriculum",
-    "Environment": "_environment", "Episode": "_episode",
+    "Environment": "_environment", "Episode": "_episode", "EndedBy": "_episode",
+    "Harness": "_harness", "HarnessSetup": "_harness", "TaskHarness": "_harness", "SingleTurnHarness": "_harness",
+    "MultiTurnHarness": "_harness", "ToolUseHarness": "_harness", "ProtocolHarness": "_harness",
     "EnvironmentProtocol": "_protocols", "EpisodeProtocol": "_protocols", "SplitInfo": "_protocols",
     "CodeSpace": "_code", "code_entry_points": "_code", "trusted_namespaces": "_code",
     "Observation": "_types", "Reply": "_types", "Score": "_types", "StepResult": "_types", "Task": "_types",
@@ -89,9 +100,12 @@ _WHERE = {
 # tests/test_architecture.py checks that the two agree.
 __all__ = [
     "ChatClient", "CheckResult", "CodeSpace", "CompositeEnvironment", "Curriculum", "CurriculumInfo",
-    "CurriculumRun", "CurriculumSummary", "Draw", "Environment", "EnvironmentProtocol", "Episode", "EpisodeProtocol",
+    "CurriculumRun", "CurriculumSummary", "Draw", "EndedBy", "Environment", "EnvironmentProtocol", "Episode",
+    "EpisodeProtocol",
     "ErrorKind", "EvalResult",
-    "EpisodeState", "EvalRun", "EvalSummary", "Evaluation", "Executor", "GENERATED_CHECK_LIMIT", "LevelChange",
+    "EpisodeState", "EvalRun", "EvalSummary", "Evaluation", "Executor", "GENERATED_CHECK_LIMIT", "Harness",
+    "HarnessSetup", "LevelChange", "MultiTurnHarness", "ProtocolHarness", "SingleTurnHarness", "TaskHarness",
+    "ToolUseHarness",
     "LocalExecutor",
     "Observation", "RECORD_VERSION", "RemoteEnvironment", "RemoteError", "RolloutError", "RolloutJob",
     "Reply", "RolloutPlan", "RolloutRecord", "RolloutTiming", "RolloutUsage", "SandboxSetupError",

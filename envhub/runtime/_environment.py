@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import inspect
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
@@ -13,6 +12,7 @@ from envhub.errors import PluginError
 from envhub.manifest import Manifest
 from envhub.runtime._code import CodeSpace
 from envhub.runtime._episode import Episode
+from envhub.runtime._harness import Harness, HarnessSetup
 from envhub.runtime._protocols import SplitInfo
 from envhub.runtime._state import StateFactory, StateHandle, make_state_factory
 from envhub.runtime._tasks import TaskSource
@@ -21,14 +21,10 @@ from envhub.runtime._types import Message, Score, Task, Trajectory
 
 if TYPE_CHECKING:
     from envhub.lookup import PluginLookup
-    from envhub.runtime.verifiers import Verifier
+    from envhub.runtime.verifiers import ScoringContext, Verifier
     from envhub.settings import Settings
 
-__all__ = ["DEFAULT_MAX_TURNS", "Environment", "SplitInfo"]
-
-#: ``max-turns`` of multi-turn and tool-use episodes when the manifest leaves it out.
-DEFAULT_MAX_TURNS = 10
-
+__all__ = ["Environment", "SplitInfo"]
 
 class Environment:
     """A loaded environment. Make one with :func:`envhub.load`.
@@ -56,36 +52,27 @@ class Environment:
         self.name: str = env.name
         self.version: str = env.version
         self.score_version: int = env.score_version
-        self._harness = manifest.harness
         self._state_spec = manifest.state
         self._tool_error_rate = manifest.config.noise.tool_error_rate if manifest.config.noise else 0.0
-        self._protocol: Any = _protocol(plugins, self._harness.protocol)
-        self.max_turns: int = self._protocol.max_turns or self._harness.max_turns or DEFAULT_MAX_TURNS
         self._tasks = TaskSource(manifest.tasks, root, heldout_root, self.name, code.load, plugins=plugins,
                                  params=manifest.config.params)
-        self.tools: list[Tool] = _builtin_tools(self._harness.builtin_tools)
-        builtin = {tool.name for tool in self.tools}
-        for ep in self._harness.tools:
+        section = manifest.harness
+        tools: list[Tool] = _builtin_tools(section.builtin_tools)
+        builtin = {tool.name for tool in tools}
+        for ep in section.tools:
             tool = make_tool(code.load(ep), source=ep)
             if tool.name in builtin:
                 raise TypeError(f"tool {ep} is named {tool.name!r}, like the built-in tool it would hide; "
                                 "rename the function, or remove the built-in tool from builtin-tools")
-            self.tools.append(tool)
-        self._tools_by_name = {tool.name: tool for tool in self.tools}
-        self.tool_specs: list[dict[str, Any]] = [tool.spec for tool in self.tools]
-        self._responder: Callable[..., Any] | None = None
-        self._responder_takes_state = False
-        if self._harness.responder:
-            self._responder = code.load(self._harness.responder)
-            self._responder_takes_state = "state" in inspect.signature(self._responder).parameters
-        self._system: Message | None = None
-        if self._harness.system_prompt:
-            text = (root / self._harness.system_prompt).read_text(encoding="utf-8")
-            self._system = {"role": "system", "content": text}
+            tools.append(tool)
+        setup = HarnessSetup(section=section, root=root, prompt_field=manifest.tasks.prompt_field, tools=tools,
+                             responder=code.load(section.responder) if section.responder else None,
+                             params=manifest.config.params, owner=self)
+        #: The harness: what the model sees and what answers its turns (:class:`~envhub.runtime.Harness`).
+        self.harness: Harness = _harness(plugins, section.protocol, setup)
         self._state_factory: StateFactory = make_state_factory(self._state_spec, root, code.load, plugins=plugins)
         self._shared_states: dict[Any, StateHandle] = {}
-        self.policy_model: str | None = None
-        self._verifier = self._build_verifier(None, False)
+        self._verifier = self._build_verifier()
 
     # -- tasks --------------------------------------------------------------------------
 
@@ -119,26 +106,47 @@ class Environment:
 
     # -- episodes and scores ------------------------------------------------------------
 
-    def episode(self, task: Task, *, seed: int | None = None) -> Episode:
-        """A new episode of ``task``; call its ``reset()`` to start it."""
-        return Episode(self, task, seed=seed)
+    def episode(self, task: Task, *, seed: int | None = None, scoring: ScoringContext | None = None) -> Episode:
+        """A new episode of ``task``; call its ``reset()`` to start it. ``scoring`` is what
+        its verifier is told about the run (the policy's model)."""
+        return Episode(self, task, seed=seed, scoring=scoring)
+
+    @property
+    def max_turns(self) -> int:
+        """The harness's turn limit (a task may set its own: :attr:`Episode.max_turns`)."""
+        return self.harness.max_turns
+
+    @property
+    def tools(self) -> list[Tool]:
+        """Every tool the harness offers (a task may narrow them)."""
+        return self.harness.tools
+
+    @property
+    def tool_specs(self) -> list[dict[str, Any]]:
+        """The OpenAI ``tools`` entries of :attr:`tools`."""
+        return self.harness.tool_specs
 
     def score(self, task: Task, completion_or_trajectory: str | Sequence[Message] | Trajectory, *,
-              state: Any = None) -> Score:
-        """Score a completion (one assistant turn) or a whole trajectory. Never raises for
-        a broken verifier: its error is in :attr:`Score.error` and the reward is 0."""
+              state: Any = None, context: ScoringContext | None = None) -> Score:
+        """Score a completion (one assistant turn) or a whole trajectory, for the run
+        ``context`` describes. Never raises for a broken verifier: its error is in
+        :attr:`Score.error` and the reward is 0."""
         trajectory = Trajectory.of(completion_or_trajectory)
         try:
-            return self._verifier.score(task, trajectory, state=state)
+            if context is None:
+                return self._verifier.score(task, trajectory, state=state)
+            return self._verifier.score(task, trajectory, state=state, context=context)
         except Exception as e:
             return Score.failed(f"{type(e).__name__}: {e}")
 
     async def ascore(self, task: Task, completion_or_trajectory: str | Sequence[Message] | Trajectory, *,
-                     state: Any = None) -> Score:
+                     state: Any = None, context: ScoringContext | None = None) -> Score:
         """:meth:`score` for an event loop."""
         trajectory = Trajectory.of(completion_or_trajectory)
         try:
-            return await self._verifier.ascore(task, trajectory, state=state)
+            if context is None:
+                return await self._verifier.ascore(task, trajectory, state=state)
+            return await self._verifier.ascore(task, trajectory, state=state, context=context)
         except Exception as e:
             return Score.failed(f"{type(e).__name__}: {e}")
 
@@ -148,7 +156,7 @@ class Environment:
         self._verifier = self._build_verifier(model, force_self_judge)
         self.policy_model = model
 
-    def _build_verifier(self, policy_model: str | None, force_self_judge: bool) -> Verifier:
+    def _build_verifier(self, policy_model: str | None = None, force_self_judge: bool = False) -> Verifier:
         from envhub.runtime.verifiers import VerifierContext, build_verifier
 
         ctx = VerifierContext(root=self.root, load_entry_point=self._code.load, settings=self._settings,
@@ -187,15 +195,6 @@ class Environment:
 
     # -- internals used by Episode ------------------------------------------------------
 
-    def _initial_messages(self, task: Task) -> list[Message]:
-        prompt = task.data.get(self.manifest.tasks.prompt_field, task.prompt)
-        messages: list[Message] = [self._system] if self._system is not None else []
-        if isinstance(prompt, list):  # a chat-format prompt
-            messages.extend(dict(m) for m in prompt)
-        else:
-            messages.append({"role": "user", "content": prompt if isinstance(prompt, str) else str(prompt)})
-        return messages
-
     async def _aacquire_state(self, task: Task) -> StateHandle:
         """:meth:`_acquire_state` for an event loop: states that live on a loop start on this one."""
         if self._state_spec.reset == "per-episode":
@@ -228,13 +227,14 @@ class Environment:
         return f"<Environment {self.name}@{self.version} from {self.source}>"
 
 
-def _protocol(plugins: PluginLookup, name: str) -> Any:
+def _harness(plugins: PluginLookup, name: str, setup: HarnessSetup) -> Harness:
+    """The harness of protocol ``name`` (built in or a plugin's), built from ``setup``."""
     found = plugins.lookup("harness_protocols", name)
     if found is None:
         raise PluginError(f"unknown harness protocol {name!r}; known protocols: "
                           f"{', '.join(plugins.names('harness_protocols'))}",
                           hint="install the plugin that provides it ('envhub plugins' lists what is installed)")
-    return found
+    return found.build(setup)  # type: ignore[no-any-return]
 
 
 def reference_turns(manifest: Manifest, task: Task, verifier: Verifier | None) -> list[Message]:

@@ -1,17 +1,19 @@
 """One episode: reset, then steps until done; the verifier scores the trajectory at the end.
 
-The three harness protocols differ only in what happens after the model's turn:
+The episode asks its environment's :class:`~envhub.runtime.Harness` what the task starts
+with and what answers each turn. After the model's turn:
 
-- ``single-turn``: the episode ends and is scored.
-- ``multi-turn``: the environment's responder answers (a new user message), or returns
-  ``None`` to end the episode.
-- ``tool-use``: the assistant's tool calls are run and their results become tool messages;
-  a turn without tool calls ends the episode. Tool errors and malformed calls are answered
-  as observations, never raised.
+- tool calls (when the protocol runs tools) are run and their results become tool
+  messages; errors and malformed calls are answered as observations, never raised;
+- a turn without tool calls goes to the harness's responder when it has one (``multi-turn``,
+  and ``tool-use`` with a simulated user), whose reply is the next user message;
+- otherwise the episode ends (the model answered).
 
-Every protocol ends when ``max-turns`` model turns have been taken. A verifier that raises
-does not raise out of :meth:`Episode.step`: the score is 0 with the error recorded, so a
-run of many episodes goes on.
+A tool or the responder may return a :class:`~envhub.runtime.Reply` with a per-turn
+``reward`` (recorded on the step, :attr:`Episode.turn_rewards`) and ``done`` (the
+environment ends the episode: a win, a loss, the user hangs up). Every episode also ends
+after its task's last allowed turn (truncated). A verifier that raises does not raise out of
+:meth:`Episode.step`: the score is 0 with the error recorded, so a run of many episodes goes on.
 """
 
 from __future__ import annotations
@@ -20,15 +22,17 @@ import asyncio
 import inspect
 import random
 from collections.abc import Awaitable, Coroutine
-from typing import TYPE_CHECKING, Any, Protocol, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, Protocol, Self, TypeVar
 
 from envhub.errors import UsageError
+from envhub.runtime._harness import Harness, TaskHarness, as_reply
 from envhub.runtime._state import StateHandle
 from envhub.runtime._tools import Tool, ToolCallResult, unknown_tool
 from envhub.runtime._types import (
     Action,
     Message,
     Observation,
+    Reply,
     Score,
     StepResult,
     Task,
@@ -37,36 +41,40 @@ from envhub.runtime._types import (
 )
 
 if TYPE_CHECKING:
-    from envhub.manifest import HarnessSection, StateSection
+    from envhub.manifest import StateSection
+    from envhub.runtime.verifiers import ScoringContext
 
-__all__ = ["Episode", "EpisodeHost"]
+__all__ = ["EndedBy", "Episode", "EpisodeHost"]
 
 T = TypeVar("T")
+
+#: Who ended an episode: the policy (a final answer), the environment (a tool's or the
+#: responder's ``done``, or a responder that returned None), or the turn limit.
+EndedBy = Literal["policy", "environment", "turn-limit"]
 
 
 class EpisodeHost(Protocol):
     """What an episode reads from the environment that runs it. The local
-    :class:`~envhub.runtime.Environment` is the implementation; the underscored members
-    are the harness's parts, which the environment holds today."""
+    :class:`~envhub.runtime.Environment` is the implementation."""
 
-    max_turns: int
-    tools: list[Tool]
-    tool_specs: list[dict[str, Any]]
-    _harness: HarnessSection
-    _protocol: Any
+    harness: Harness
     _state_spec: StateSection
     _tool_error_rate: float
-    _tools_by_name: dict[str, Tool]
 
-    def score(self, task: Task, completion_or_trajectory: Any, *, state: Any = None) -> Score: ...
+    def score(self, task: Task, completion_or_trajectory: Any, *, state: Any = None,
+              context: ScoringContext | None = None) -> Score: ...
 
-    async def ascore(self, task: Task, completion_or_trajectory: Any, *, state: Any = None) -> Score: ...
+    async def ascore(self, task: Task, completion_or_trajectory: Any, *, state: Any = None,
+                     context: ScoringContext | None = None) -> Score: ...
 
     def _acquire_state(self, task: Task) -> StateHandle: ...
 
-    def _initial_messages(self, task: Task) -> list[Message]: ...
+    async def _aacquire_state(self, task: Task) -> StateHandle: ...
+
 
 _NOISE_ERROR = "Error: the tool is temporarily unavailable; try again"
+#: The answer to a tool call made in the same turn after another call ended the episode.
+_NOT_RUN = "Not run: the episode ended."
 
 
 class Episode:
@@ -74,16 +82,20 @@ class Episode:
     ``done``; or ``async with`` / :meth:`areset` / :meth:`astep` in an event loop.
 
     An episode owns its state: it is released when the episode ends (after scoring) or on
-    :meth:`close`.
+    :meth:`close`. ``scoring`` is what the verifier is told about the run (the policy's
+    model), passed to every scoring call of this episode.
     """
 
-    __slots__ = ("env", "task", "seed", "messages", "turns", "done", "score", "tool_errors",
-                 "environment_faults", "_state", "_started", "_rng", "_prompt_len", "truncated")
+    __slots__ = ("env", "task", "seed", "scoring", "messages", "turns", "done", "score", "tool_errors",
+                 "environment_faults", "turn_rewards", "outcome", "ended_by", "_state", "_started", "_rng",
+                 "_prompt_len", "truncated", "_task_harness")
 
-    def __init__(self, env: EpisodeHost, task: Task, *, seed: int | None = None) -> None:
+    def __init__(self, env: EpisodeHost, task: Task, *, seed: int | None = None,
+                 scoring: ScoringContext | None = None) -> None:
         self.env = env
         self.task = task
         self.seed = seed
+        self.scoring = scoring
         self.messages: list[Message] = []
         self.turns = 0
         self.done = False
@@ -91,10 +103,16 @@ class Episode:
         self.score: Score | None = None
         self.tool_errors = 0
         self.environment_faults = 0
+        #: The environment's reward for each model turn (None where it gave none).
+        self.turn_rewards: list[float | None] = []
+        #: Why the environment ended the episode (a Reply's ``outcome``), when it did and said.
+        self.outcome: str | None = None
+        self.ended_by: EndedBy | None = None
         self._state: StateHandle | None = None
         self._started = False
         self._rng: random.Random | None = None
         self._prompt_len = 0
+        self._task_harness: TaskHarness | None = None
 
     # -- the sync API -------------------------------------------------------------------
 
@@ -105,8 +123,8 @@ class Episode:
         return self._start()
 
     def _start(self) -> Observation:
-        env = self.env
-        self.messages = env._initial_messages(self.task)
+        self._task_harness = self.env.harness.start(self.task)
+        self.messages = list(self._task_harness.messages)
         self._prompt_len = len(self.messages)
         self.turns = 0
         self.done = False
@@ -114,6 +132,9 @@ class Episode:
         self.score = None
         self.tool_errors = 0
         self.environment_faults = 0
+        self.turn_rewards = []
+        self.outcome = None
+        self.ended_by = None
         self._started = True
         return self.observation()
 
@@ -123,20 +144,29 @@ class Episode:
         an assistant message."""
         calls = self._tool_calls(self._take_turn(action))
         loop = self._state.loop if self._state is not None else None
-        if loop is not None:  # a state that lives on a loop of its own (a sandbox made by reset())
-            results = [_on(loop, self._arun_tool(call)) for call in calls] if calls else None
+        info: dict[str, Any] = {}
+        if calls:
+            results = []
+            for call in calls:
+                if self._ended_in_turn(results):
+                    results.append(_not_run(call))
+                elif loop is not None:  # a state that lives on a loop of its own (a sandbox made by reset())
+                    results.append(_on(loop, self._arun_tool(call)))
+                else:
+                    results.append(self._run_tool(call))
+            going_on = self._after_tools(results, info)
+        elif self._asks_responder():
+            going_on = self._after_reply(self._respond(loop), info) if self.turns < self.max_turns \
+                else self._ends("turn-limit", info)
         else:
-            results = [self._run_tool(call) for call in calls] if calls else None
-        going_on, info, ask = self._continue(results)
-        if ask:
-            going_on = self._replied(self._respond(loop), info)
+            going_on = self._ends("policy", info)
         if going_on is not None:
             return going_on
         trajectory = Trajectory(self.messages)
         if loop is not None:
-            score = _on(loop, self.env.ascore(self.task, trajectory, state=self.state))
+            score = _on(loop, self.env.ascore(self.task, trajectory, state=self.state, context=self.scoring))
         else:
-            score = self.env.score(self.task, trajectory, state=self.state)
+            score = self.env.score(self.task, trajectory, state=self.state, context=self.scoring)
         return self._finish(score, info)
 
     # -- the async API ------------------------------------------------------------------
@@ -145,21 +175,29 @@ class Episode:
         """:meth:`reset` for an event loop: state that lives on a loop (a sandbox workspace)
         starts on this one."""
         await self._arelease_state()
-        acquire = getattr(self.env, "_aacquire_state", None)
-        self._state = await acquire(self.task) if acquire is not None else self.env._acquire_state(self.task)
+        self._state = await self.env._aacquire_state(self.task)
         return self._start()
 
     async def astep(self, action: Action) -> StepResult:
         """:meth:`step` for an event loop: tools that are not ``async def`` run in worker
         threads, and verifiers that do I/O (code tests, LLM judges) do not block the loop."""
         calls = self._tool_calls(self._take_turn(action))
-        results = [await self._here(self._arun_tool(call)) for call in calls] if calls else None
-        going_on, info, ask = self._continue(results)
-        if ask:
-            going_on = self._replied(await self._here(self._arespond()), info)
+        info: dict[str, Any] = {}
+        if calls:
+            results: list[ToolCallResult] = []
+            for call in calls:
+                results.append(_not_run(call) if self._ended_in_turn(results)
+                               else await self._here(self._arun_tool(call)))
+            going_on = self._after_tools(results, info)
+        elif self._asks_responder():
+            going_on = self._after_reply(await self._here(self._arespond()), info) if self.turns < self.max_turns \
+                else self._ends("turn-limit", info)
+        else:
+            going_on = self._ends("policy", info)
         if going_on is not None:
             return going_on
-        score = await self._here(self.env.ascore(self.task, Trajectory(self.messages), state=self.state))
+        score = await self._here(self.env.ascore(self.task, Trajectory(self.messages), state=self.state,
+                                                 context=self.scoring))
         result = self._finish(score, info, release=False)
         if self.env._state_spec.reset == "per-episode":
             await self._arelease_state()
@@ -197,13 +235,22 @@ class Episode:
     def reward(self) -> float | None:
         return self.score.reward if self.score is not None else None
 
+    @property
+    def max_turns(self) -> int:
+        """This episode's turn limit: its task's own, or the harness's."""
+        harness = self._task_harness
+        return harness.max_turns if harness is not None else self.env.harness.max_turns
+
+    @property
+    def tool_specs(self) -> list[dict[str, Any]]:
+        """The tools this episode's model may call (its task may narrow the harness's)."""
+        harness = self._task_harness
+        return harness.tool_specs if harness is not None else self.env.harness.tool_specs
+
     def observation(self) -> Observation:
         """What the model sees now: all messages, or (``context = "recent-turns"``) the
         system and task prompts plus the last ``keep-turns`` turns."""
-        harness = self.env._harness
-        if harness.context == "recent-turns" and harness.keep_turns is not None:
-            return Observation(_recent(self.messages, self._prompt_len, harness.keep_turns), self.env.tool_specs)
-        return Observation(list(self.messages), self.env.tool_specs)
+        return self.env.harness.observe(self.messages, self._prompt_len, self.tool_specs)
 
     def close(self) -> None:
         """Release the episode's state; safe to call more than once."""
@@ -223,60 +270,87 @@ class Episode:
         message = as_assistant_message(action)
         self.messages.append(message)
         self.turns += 1
+        self.turn_rewards.append(None)
         return message
 
     def _tool_calls(self, message: Message) -> list[dict[str, Any]]:
-        """The calls to run: only tool-use episodes run tools."""
-        if not self.env._protocol.runs_tools:
+        """The calls to run: only protocols that run tools run them."""
+        if not self.env.harness.runs_tools:
             return []
         return list(message.get("tool_calls") or [])
 
-    def _continue(self, results: list[ToolCallResult] | None) -> tuple[StepResult | None, dict[str, Any], bool]:
-        """After the model's turn (and its tool results, if it called tools): the step that
-        continues the episode, or None when the episode ends now; the step's info; and
-        whether the responder is to answer (then :meth:`_replied` decides)."""
-        info: dict[str, Any] = {}
-        if results is not None:
-            self._add_tool_results(results, info)
-            if self.turns < self.env.max_turns:
-                return StepResult(self.observation(), None, False, info), info, False
-            self.truncated = True
-        elif self.env._protocol.respond is not None:
-            if self.turns >= self.env.max_turns:
-                self.truncated = True
-            else:
-                return None, info, True
-        return None, info, False
+    def _asks_responder(self) -> bool:
+        return self.env.harness.responds
 
-    def _replied(self, reply: str | None, info: dict[str, Any]) -> StepResult | None:
-        """The step that continues the episode with the responder's ``reply``, or None (it ended it)."""
+    @staticmethod
+    def _ended_in_turn(results: list[ToolCallResult]) -> bool:
+        return any(r.reply is not None and r.reply.done for r in results)
+
+    def _after_tools(self, results: list[ToolCallResult], info: dict[str, Any]) -> StepResult | None:
+        """After the turn's tool calls ran: the step that continues the episode, or None
+        when it ends now (a tool ended it, or the turn limit)."""
+        self._add_tool_results(results, info)
+        for result in results:
+            if result.reply is not None:
+                self._take_reply(result.reply)
+        if self.ended_by is not None:
+            return self._ends("environment", info)
+        if self.turns < self.max_turns:
+            return StepResult(self.observation(), None, False, info, self.turn_rewards[-1])
+        return self._ends("turn-limit", info)
+
+    def _after_reply(self, reply: Reply | None, info: dict[str, Any]) -> StepResult | None:
+        """After the responder answered a turn: the step that continues the episode with its
+        message, or None when it ends now (the responder ended it). The responder is not
+        asked after the last allowed turn: the verifier has the last word."""
         if reply is None:
-            return None
-        self.messages.append({"role": "user", "content": reply})
-        return StepResult(self.observation(), None, False, info)
+            return self._ends("environment", info)
+        if reply.content is not None:
+            self.messages.append({"role": "user", "content": str(reply.content)})
+        self._take_reply(reply)
+        if self.ended_by is not None:
+            return self._ends("environment", info)
+        if reply.content is None:  # nothing to answer: the episode cannot go on
+            return self._ends("environment", info)
+        return StepResult(self.observation(), None, False, info, self.turn_rewards[-1])
 
-    def _respond(self, loop: asyncio.AbstractEventLoop | None) -> str | None:
+    def _take_reply(self, reply: Reply) -> None:
+        if reply.reward is not None:
+            current = self.turn_rewards[-1]
+            self.turn_rewards[-1] = reply.reward if current is None else current + reply.reward
+        if reply.done:
+            self.ended_by = "environment"
+            if reply.outcome is not None and self.outcome is None:
+                self.outcome = reply.outcome
+
+    def _ends(self, by: EndedBy, info: dict[str, Any]) -> None:
+        self.ended_by = by
+        self.truncated = by == "turn-limit"
+        if self.outcome is not None:
+            info["outcome"] = self.outcome
+        return None
+
+    def _respond(self, loop: asyncio.AbstractEventLoop | None) -> Reply | None:
         """The responder's reply on the sync path: an ``async def`` responder is run to
         completion (on the state's loop when it has one)."""
         try:
-            reply = self.env._protocol.respond(self.env, self.task, self.messages, self.state)
+            reply = self.env.harness.respond(self.task, self.messages, self.state)
             if inspect.isawaitable(reply):
                 reply = _on(loop, _awaited(reply)) if loop is not None else asyncio.run(_awaited(reply))
+            return as_reply(reply, who=_responder_name(self.env.harness))
         except Exception as e:
-            raise _from_responder(e, self.env) from None
-        return _reply_text(reply, self.env)
+            raise _from_responder(e, self.env.harness) from None
 
-    async def _arespond(self) -> str | None:
+    async def _arespond(self) -> Reply | None:
         """The responder's reply on the async path: a plain function runs in a worker thread
         (so a slow one does not hold up other episodes), an ``async def`` one is awaited."""
         try:
-            reply = await asyncio.to_thread(self.env._protocol.respond, self.env, self.task, self.messages,
-                                            self.state)
+            reply = await asyncio.to_thread(self.env.harness.respond, self.task, self.messages, self.state)
             if inspect.isawaitable(reply):
                 reply = await reply
+            return as_reply(reply, who=_responder_name(self.env.harness))
         except Exception as e:
-            raise _from_responder(e, self.env) from None
-        return _reply_text(reply, self.env)
+            raise _from_responder(e, self.env.harness) from None
 
     def _noise(self) -> bool:
         rate = self.env._tool_error_rate
@@ -288,9 +362,10 @@ class Episode:
 
     def _tool_for(self, call: dict[str, Any]) -> Tool | ToolCallResult:
         """The tool a call names, or the answer when there is none (or noise strikes)."""
-        tool = self.env._tools_by_name.get(str((call.get("function") or {}).get("name") or ""))
+        tools = self._task_harness.tools if self._task_harness is not None else self.env.harness.tools_by_name
+        tool = tools.get(str((call.get("function") or {}).get("name") or ""))
         if tool is None:
-            return unknown_tool(call, self.env.tools)
+            return unknown_tool(call, list(tools.values()))
         if self._noise():
             return ToolCallResult({"role": "tool", "tool_call_id": call.get("id", ""), "name": tool.name,
                                    "content": _NOISE_ERROR}, error=_NOISE_ERROR)
@@ -324,7 +399,7 @@ class Episode:
             info["error"] = score.error
         if self.truncated:
             info["truncated"] = True
-        return StepResult(self.observation(), score.reward, True, info)
+        return StepResult(self.observation(), score.reward, True, info, self.turn_rewards[-1])
 
     def _release_state(self) -> None:
         if self._state is not None and self.env._state_spec.reset == "per-episode":
@@ -337,26 +412,29 @@ class Episode:
             await state.arelease()
 
 
+def _not_run(call: dict[str, Any]) -> ToolCallResult:
+    name = str((call.get("function") or {}).get("name") or "")
+    return ToolCallResult({"role": "tool", "tool_call_id": str(call.get("id") or ""), "name": name,
+                           "content": _NOT_RUN})
+
+
 #: The note an exception raised by the responder carries (``validate --check`` reads it).
 RESPONDER_NOTE = "raised by the responder"
 
 
-def _from_responder(e: Exception, env: EpisodeHost) -> Exception:
+def _responder_name(harness: Harness) -> str:
+    entry = harness.section.responder
+    return f"responder {entry}" if entry else "the responder"
+
+
+def _from_responder(e: Exception, harness: Harness) -> Exception:
     """``e``, noted as the responder's (:data:`RESPONDER_NOTE`), unchanged otherwise, so an
     eval records it as it always has."""
-    entry = getattr(env._harness, "responder", None)
+    entry = harness.section.responder
     note = f"{RESPONDER_NOTE} {entry}" if entry else RESPONDER_NOTE
     if note not in getattr(e, "__notes__", ()):
         e.add_note(note)
     return e
-
-
-def _reply_text(reply: Any, env: EpisodeHost) -> str | None:
-    if reply is not None and not isinstance(reply, str):
-        entry = getattr(env._harness, "responder", None) or "the responder"
-        raise _from_responder(TypeError(f"responder {entry} returned {type(reply).__name__}, "
-                                        "not a string or None"), env)
-    return reply
 
 
 async def _awaited(awaitable: Awaitable[T]) -> T:
@@ -366,16 +444,3 @@ async def _awaited(awaitable: Awaitable[T]) -> T:
 def _on(loop: asyncio.AbstractEventLoop, coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` on ``loop`` (running in another thread) and wait for its result."""
     return asyncio.run_coroutine_threadsafe(coro, loop).result()
-
-
-def _recent(messages: list[Message], prompt_len: int, keep_turns: int) -> list[Message]:
-    """The prompt messages plus the last ``keep_turns`` turns (a turn starts at an
-    assistant message; tool results stay with the call that asked for them)."""
-    starts = [i for i in range(prompt_len, len(messages)) if messages[i].get("role") == "assistant"]
-    if len(starts) <= keep_turns:
-        return list(messages)
-    cut = starts[-keep_turns]
-    # The environment's reply to the turn before the cut is kept: it is what the kept turns answer.
-    while cut > prompt_len and messages[cut - 1].get("role") == "user":
-        cut -= 1
-    return messages[:prompt_len] + messages[cut:]

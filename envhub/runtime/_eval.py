@@ -33,6 +33,7 @@ from envhub.runtime._curriculum import Curriculum, Draw
 from envhub.runtime._records import RolloutError, RolloutRecord, dump_record, read_records
 from envhub.runtime._runner import Executor, RolloutJob, RolloutPlan, rollout_seed
 from envhub.runtime._types import Task
+from envhub.runtime.verifiers import ScoringContext
 
 if TYPE_CHECKING:
     from envhub.runtime._protocols import EnvironmentProtocol
@@ -116,6 +117,15 @@ class EvalSummary(_Summary):
     environment_faults: int = 0
     #: The rollouts with at least one environment fault.
     environment_fault_rollouts: int = 0
+    #: The mean over rollouts with per-turn rewards of their sum (the return); None when no
+    #: rollout had any. Apart from ``mean_reward``, the verifier's final reward.
+    mean_return: float | None = None
+    #: The rollouts with per-turn rewards.
+    rewarded_rollouts: int = 0
+    #: How episodes ended: ``policy``, ``environment``, ``turn-limit`` -> rollouts.
+    ended_by: dict[str, int] = {}
+    #: The outcomes environments gave when they ended episodes ("win", "hangup") -> rollouts.
+    outcomes: dict[str, int] = {}
     environment: SummaryEnvironment | None = None
     split: str | None = None
     policy: str | None = None
@@ -134,6 +144,10 @@ def summarize(records: Iterable[RolloutRecord], *, success_threshold: float = 1.
     types: Counter[str] = Counter()
     draws: list[Any] = []
     tool_errors = faults = fault_rollouts = 0
+    returns = 0.0
+    rewarded = 0
+    ended_by: Counter[str] = Counter()
+    outcomes: Counter[str] = Counter()
     first: RolloutRecord | None = None
     for r in records:
         first = first or r
@@ -157,6 +171,14 @@ def summarize(records: Iterable[RolloutRecord], *, success_threshold: float = 1.
         if r.environment_faults:
             faults += r.environment_faults
             fault_rollouts += 1
+        turn_return = r.turn_return
+        if turn_return is not None:
+            returns += turn_return
+            rewarded += 1
+        if r.ended_by is not None:
+            ended_by[r.ended_by] += 1
+        if r.outcome is not None:
+            outcomes[r.outcome] += 1
     return EvalSummary(
         rollouts=count, tasks=len(per_task), mean_reward=total / count if count else None,
         success_threshold=success_threshold, success_rate=successes / count if count else None,
@@ -165,6 +187,8 @@ def summarize(records: Iterable[RolloutRecord], *, success_threshold: float = 1.
         errors=sum(kinds.values()), errors_by_kind=dict(sorted(kinds.items())),
         errors_by_type=dict(sorted(types.items())), tool_errors=tool_errors, environment_faults=faults,
         environment_fault_rollouts=fault_rollouts,
+        mean_return=returns / rewarded if rewarded else None, rewarded_rollouts=rewarded,
+        ended_by=dict(sorted(ended_by.items())), outcomes=dict(sorted(outcomes.items())),
         environment=SummaryEnvironment(env=first.env, version=first.version, digest=first.digest,
                                        score_version=first.score_version) if first else None,
         split=first.split if first else None, policy=first.policy if first else None,
@@ -460,7 +484,9 @@ class Evaluation:
         if output is None and output_dir is not None:
             output = new_records_file(output_dir, env.name, env.version, split, policy.name)
         plan = RolloutPlan(env, policy, timeout_s=timeout_s or env.manifest.config.timeout_s,
-                           concurrency=concurrency, provenance=provenance)
+                           concurrency=concurrency, provenance=provenance,
+                           scoring=ScoringContext(policy.model, force_self_judge)
+                           if policy.model is not None or force_self_judge else None)
         run: EvalRun | CurriculumRun
         if drawer is not None:
             assert drawer.total is not None

@@ -160,6 +160,15 @@ class RolloutRecord(_Model):
     error: RolloutError | None = None
     turns: int = 0
     truncated: bool = False
+    turn_rewards: list[float | None] | None = Field(
+        None, description="The environment's reward for each model turn (null where it gave none), for credit "
+                          "assignment: any finite numbers, apart from the final reward. Absent when the environment "
+                          "gave none.")
+    ended_by: Literal["policy", "environment", "turn-limit"] | None = Field(
+        None, description="Who ended the episode: the policy (its final answer), the environment (a tool or the "
+                          "responder ended it), or the turn limit (truncated). Absent for a failed rollout.")
+    outcome: str | None = Field(None, description="Why the environment ended the episode, as it said (e.g. 'win', "
+                                                   "'loss', 'hangup').")
     tool_calls: list[dict[str, Any]] = Field(default_factory=list)
     tool_errors: int = Field(0, description="Tool calls answered with an error, whoever's fault it was.")
     environment_faults: int = Field(
@@ -183,6 +192,13 @@ class RolloutRecord(_Model):
     @property
     def failed(self) -> bool:
         return self.error is not None
+
+    @property
+    def turn_return(self) -> float | None:
+        """The sum of :attr:`turn_rewards` (None when the environment gave none)."""
+        if self.turn_rewards is None:
+            return None
+        return sum(r for r in self.turn_rewards if r is not None)
 
 
 def dump_record(record: RolloutRecord) -> bytes:

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from envhub.lookup import PluginLookup
     from envhub.runtime._protocols import EnvironmentProtocol
     from envhub.runtime.policies import Policy
+    from envhub.runtime.verifiers import ScoringContext
 
 __all__ = ["Executor", "LocalExecutor", "RolloutJob", "RolloutPlan", "make_executor", "rollout_seed", "run_rollout"]
 
@@ -60,6 +61,8 @@ class RolloutPlan:
     concurrency: int = 8
     #: Provenance fields added to every record, computed once per run.
     provenance: dict[str, Any] = field(default_factory=dict)
+    #: What the verifier is told about the run (the policy's model); None: nothing.
+    scoring: ScoringContext | None = None
 
 
 def rollout_seed(run_seed: int | None, task_id: str, rollout: int) -> int:
@@ -76,7 +79,7 @@ async def run_rollout(plan: RolloutPlan, job: RolloutJob) -> RolloutRecord:
     from envhub.runtime.policies import track_usage
 
     env, policy, task = plan.env, plan.policy, job.task
-    episode = env.episode(task, seed=job.seed)
+    episode = env.episode(task, seed=job.seed, scoring=plan.scoring)
     started_at = datetime.now(UTC).isoformat(timespec="milliseconds")
     start = time.perf_counter()
     policy_s = 0.0
@@ -133,6 +136,9 @@ async def run_rollout(plan: RolloutPlan, job: RolloutJob) -> RolloutRecord:
         error=error,
         turns=episode.turns,
         truncated=episode.truncated,
+        turn_rewards=_turn_rewards(episode),
+        ended_by=getattr(episode, "ended_by", None) if error is None else None,
+        outcome=getattr(episode, "outcome", None),
         tool_calls=[call for m in messages if m.get("role") == "assistant" for call in (m.get("tool_calls") or [])],
         tool_errors=episode.tool_errors,
         # A served environment's episode does not say which of its tool errors were faults.
@@ -142,6 +148,14 @@ async def run_rollout(plan: RolloutPlan, job: RolloutJob) -> RolloutRecord:
         timing=RolloutTiming(started_at=started_at, duration_s=round(time.perf_counter() - start, 6),
                              policy_s=round(policy_s, 6)),
     )})
+
+
+def _turn_rewards(episode: Any) -> list[float | None] | None:
+    """The episode's per-turn rewards, or None when the environment gave none."""
+    rewards = getattr(episode, "turn_rewards", None)
+    if not rewards or all(r is None for r in rewards):
+        return None
+    return list(rewards)
 
 
 def _verifier_error(text: str) -> RolloutError:
