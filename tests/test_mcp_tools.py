@@ -1,0 +1,363 @@
+"""Tools from MCP servers (envhub/runtime/_mcp.py) against real servers written with the SDK's
+MCPServer (tests/data/mcp/), over stdio and streamable HTTP on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("mcp")
+
+from envhub.errors import ManifestError, TrustError, UsageError
+from envhub.manifest import McpServer
+from envhub.runtime._mcp import McpServerError, McpSession, McpToolset
+
+DATA = Path(__file__).parent / "data" / "mcp"
+
+
+def server(name: str = "counter", script: str = "counter_server.py", **fields: Any) -> McpServer:
+    return McpServer.model_validate({"name": name, "command": ["python", script], **fields})
+
+
+def call(name: str, arguments: Any = None, *, raw: str | None = None) -> dict[str, Any]:
+    text = raw if raw is not None else json.dumps(arguments or {})
+    return {"id": "call_1", "type": "function", "function": {"name": name, "arguments": text}}
+
+
+def content(session: McpSession, name: str, arguments: Any = None) -> str:
+    result = session.call(name, call(name, arguments))
+    assert result.error is None, result.error
+    return str(result.message["content"])
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a process at all (a zombie is one: a reaped process is not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.fixture
+def toolset_of() -> Iterator[Any]:
+    made: list[McpToolset] = []
+
+    def make(*servers: McpServer, trusted: bool = True) -> McpToolset:
+        toolset = McpToolset(servers, root=DATA, trusted=trusted, env_name="acme/counter")
+        made.append(toolset)
+        return toolset
+
+    yield make
+    for toolset in made:
+        toolset.close()
+
+
+# --- scopes ------------------------------------------------------------------------------------
+
+def test_episode_scope_gives_each_episode_a_fresh_server(toolset_of: Any) -> None:
+    toolset = toolset_of(server())
+    names = [t.name for t in toolset.tools()]
+    assert names == ["bump", "peek", "pid", "greeting", "boom", "nap", "die", "picture"]
+    bump = toolset.tools()[0]
+    assert bump.server == "counter"
+    assert bump.spec == {"type": "function", "function": {
+        "name": "bump", "description": "Add ``by`` to the counter and return its new value.",
+        "parameters": {"type": "object", "properties": {"by": {"default": 1, "type": "integer"}}}}}
+    first, second = toolset.open(), toolset.open()
+    assert content(first, "bump", {"by": 2}) == "2"
+    assert content(first, "bump") == "3"
+    assert content(second, "bump") == "1"  # episode 2 starts at 0
+    assert content(first, "pid") != content(second, "pid")
+    first.close()
+    second.close()
+
+
+def test_environment_scope_shares_one_server(toolset_of: Any) -> None:
+    toolset = toolset_of(server(scope="environment"))
+    toolset.tools()
+    first, second = toolset.open(), toolset.open()
+    assert content(first, "bump") == "1"
+    assert content(second, "bump") == "2"
+    assert content(first, "pid") == content(second, "pid")
+    pid = int(content(first, "pid"))
+    first.close()  # a session does not stop the shared server
+    assert content(second, "peek") == "2"
+    second.close()
+    assert alive(pid)
+    toolset.close()
+    assert not alive(pid)
+
+
+def test_stdio_server_runs_in_the_bundle_directory_with_its_env(toolset_of: Any) -> None:
+    toolset = toolset_of(server(env={"GREETING": "hello"}))
+    with toolset.open() as session:
+        assert content(session, "greeting") == "hello from mcp"
+
+
+@pytest.fixture
+def http_server() -> Iterator[str]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, str(DATA / "counter_server.py"), "--http", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError("the streamable-HTTP test server did not start") from None
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_streamable_http_server_needs_no_trust(toolset_of: Any, http_server: str) -> None:
+    remote = McpServer.model_validate({"name": "remote", "url": http_server, "prefix": "r_"})
+    toolset = toolset_of(remote, trusted=False)
+    assert "r_bump" in [t.name for t in toolset.tools()]
+    with toolset.open() as first, toolset.open() as second:
+        # one server process behind the URL: its state is the server's, whatever the scope
+        assert content(first, "r_bump", {"by": 5}) == "5"
+        assert content(second, "r_bump") == "6"
+        result = first.call("r_boom", call("r_boom"))
+        assert (result.fault, result.error) == ("environment", "Error: Error executing tool boom")
+
+
+def test_url_that_does_not_answer(toolset_of: Any) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dead = McpServer.model_validate({"name": "remote", "url": f"http://127.0.0.1:{port}/mcp", "timeout-s": 5})
+    with pytest.raises(McpServerError, match=r"^MCP server 'remote' \(http://127\.0\.0\.1:\d+/mcp\) cannot be started"):
+        toolset_of(dead).tools()
+
+
+# --- names: prefixes, clashes, allowlists ------------------------------------------------------
+
+def test_same_tool_name_from_two_servers_is_refused(toolset_of: Any) -> None:
+    toolset = toolset_of(server(), server("other", "other_server.py"))
+    with pytest.raises(ManifestError) as e:
+        toolset.tools()
+    assert str(e.value) == (
+        "acme/counter: the tools of its MCP servers do not fit together\n"
+        + e.value.problems[0].render())
+    [problem] = e.value.problems
+    assert problem.message == "the MCP tool name 'bump' is given by servers 'counter' and 'other'"
+    assert problem.field == "harness.mcp-servers[1].prefix"
+    assert problem.hint == ('set a prefix on one of them (prefix = "other_"), or leave the tool out with '
+                            'tools = [...]')
+
+
+def test_a_prefix_resolves_the_clash(toolset_of: Any) -> None:
+    toolset = toolset_of(server(), server("other", "other_server.py", prefix="other_"))
+    names = [t.name for t in toolset.tools()]
+    assert names[-2:] == ["other_bump", "other_echo"]
+    with toolset.open() as session:
+        assert content(session, "bump") == "1"
+        assert content(session, "other_bump", {"by": 4}) == "other got 4"
+        result = session.call("other_bump", call("other_bump", {"by": 4}))
+        assert result.message == {"role": "tool", "tool_call_id": "call_1", "name": "other_bump",
+                                  "content": "other got 4"}
+
+
+def test_allowlist_offers_only_the_listed_tools(toolset_of: Any) -> None:
+    toolset = toolset_of(server(tools=["peek", "bump"]))
+    assert [t.name for t in toolset.tools()] == ["peek", "bump"]
+    with toolset.open() as session:
+        assert content(session, "bump") == "1"
+        refused = session.call("boom", call("boom"))
+        assert (refused.fault, refused.error) == ("model", "Error: unknown tool 'boom'; available tools: peek, bump")
+
+
+def test_allowlisted_tool_the_server_lacks(toolset_of: Any) -> None:
+    with pytest.raises(ManifestError) as e:
+        toolset_of(server(tools=["bump", "bumpp"])).tools()
+    [problem] = e.value.problems
+    assert problem.message == ("MCP server 'counter' has no tool 'bumpp' (it has: boom, bump, die, greeting, nap, "
+                               "peek, picture, pid)")
+    assert problem.field == "harness.mcp-servers[0].tools"
+
+
+# --- calls: results and faults -----------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def shared_session() -> Iterator[McpSession]:
+    toolset = McpToolset([server(scope="environment", **{"timeout-s": 3})], root=DATA, trusted=True)
+    with toolset.open() as session:
+        yield session
+    toolset.close()
+
+
+@pytest.mark.parametrize(("name", "raw", "fault", "error"), [
+    ("peek", '{"by": ', "model",
+     "Error: the arguments of peek are not valid JSON (Expecting value at position 7)"),
+    ("peek", "[1, 2]", "model", "Error: the arguments of peek must be a JSON object, got list"),
+    ("bump", '{"by": "many"}', "model",
+     "Error: invalid arguments for bump: Error executing tool bump: 1 validation error for bumpArguments"),
+    ("nap", "{}", "model",
+     "Error: invalid arguments for nap: Error executing tool nap: 1 validation error for napArguments"),
+    ("boom", "{}", "environment", "Error: Error executing tool boom"),
+    ("nope", "{}", "model", "Error: unknown tool 'nope'; available tools: bump, peek, pid, greeting, boom, "
+                            "nap, die, picture"),
+], ids=["not-json", "not-an-object", "schema-refuses", "missing-argument", "tool-raises", "unknown-tool"])
+def test_a_failed_call_is_an_answer_with_its_fault(shared_session: McpSession, name: str, raw: str, fault: str,
+                                                   error: str) -> None:
+    result = shared_session.call(name, call(name, raw=raw))
+    assert result.fault == fault
+    assert result.error is not None and result.error.startswith(error)
+    assert result.message["content"] == result.error
+    assert result.message["tool_call_id"] == "call_1"
+
+
+def test_content_blocks_are_converted(shared_session: McpSession) -> None:
+    assert content(shared_session, "picture") == "a red dot\n[image: image/png]"
+    assert content(shared_session, "bump", {"by": "3"}) != ""  # the server's lax "3" is its business, not an error
+
+
+def test_a_call_that_outlasts_timeout_s_is_the_environments_fault(shared_session: McpSession) -> None:
+    start = time.monotonic()
+    result = shared_session.call("nap", call("nap", {"seconds": 6}))
+    assert time.monotonic() - start < 5
+    assert (result.fault, result.error) == ("environment", "Error: nap timed out after 3 s")
+
+
+def test_a_server_that_crashes_mid_episode(toolset_of: Any) -> None:
+    toolset = toolset_of(server(**{"timeout-s": 5}))
+    session = toolset.open()
+    pid = int(content(session, "pid"))
+    start = time.monotonic()
+    died = session.call("die", call("die"))
+    after = session.call("bump", call("bump"))
+    assert time.monotonic() - start < 4  # an answer, not a hang
+    for result, name in ((died, "die"), (after, "bump")):
+        assert result.fault == "environment"
+        assert result.error is not None
+        assert result.error.startswith(f"Error: {name} failed: the MCP server 'counter' (python counter_server.py) "
+                                       "stopped answering")
+    session.close()
+    assert not alive(pid)
+    with toolset.open() as fresh:  # the next episode gets a working server
+        assert content(fresh, "bump") == "1"
+
+
+def test_a_server_killed_with_sigkill(toolset_of: Any) -> None:
+    toolset = toolset_of(server(**{"timeout-s": 5}))
+    session = toolset.open()
+    pid = int(content(session, "pid"))
+    os.kill(pid, signal.SIGKILL)
+    result = session.call("bump", call("bump"))
+    assert result.fault == "environment"
+    assert "stopped answering" in str(result.error)
+    session.close()
+    assert not alive(pid)
+
+
+def test_closing_a_session_reaps_its_servers(toolset_of: Any) -> None:
+    toolset = toolset_of(server())
+    session = toolset.open()
+    pid = int(content(session, "pid"))
+    assert alive(pid)  # positive control
+    session.close()
+    assert not alive(pid)
+    session.close()  # idempotent
+    closed = session.call("bump", call("bump"))
+    assert (closed.fault, closed.error) == ("environment", "Error: bump failed: the episode's MCP session is closed")
+
+
+def test_closing_the_toolset_reaps_sessions_left_open(toolset_of: Any) -> None:
+    toolset = toolset_of(server())
+    sessions = [toolset.open() for _ in range(2)]
+    pids = [int(content(session, "pid")) for session in sessions]
+    assert all(alive(pid) for pid in pids)
+    toolset.close()
+    assert all(session.closed for session in sessions)
+    sessions[0].close()  # closing after the toolset is a no-op
+    assert not any(alive(pid) for pid in pids)
+    with pytest.raises(UsageError, match="the MCP toolset of acme/counter is closed"):
+        toolset.open()
+
+
+# --- start-up and trust ------------------------------------------------------------------------
+
+def test_untrusted_bundle_may_not_run_a_stdio_server() -> None:
+    with pytest.raises(TrustError) as e:
+        McpToolset([server(), server("other", "other_server.py")], root=DATA, trusted=False, env_name="acme/counter",
+                   trust_hint="envhub trust acme")
+    assert str(e.value) == ("acme/counter runs MCP servers from its own code (counter, other), and it is not "
+                            "trusted\n  hint: envhub trust acme")
+
+
+def test_a_server_that_fails_to_start(toolset_of: Any) -> None:
+    with pytest.raises(McpServerError) as e:
+        toolset_of(server(env={"COUNTER_FAIL_AT_START": "1"})).tools()
+    assert str(e.value).startswith("MCP server 'counter' (python counter_server.py) cannot be started: ")
+    assert str(e.value).endswith("its stderr ends: refusing to start: COUNTER_FAIL_AT_START is set\n"
+                                 "  hint: run the command in the bundle directory (or open the URL) to see why")
+
+
+def test_a_server_that_never_answers_the_handshake(toolset_of: Any) -> None:
+    silent = McpServer.model_validate({"name": "silent", "command": ["python", "-c", "import time; time.sleep(60)"],
+                                       "timeout-s": 1})
+    start = time.monotonic()
+    with pytest.raises(McpServerError, match=r"^MCP server 'silent' \(python -c .*\) did not start within 1 s"):
+        toolset_of(silent).tools()
+    assert time.monotonic() - start < 8
+
+
+# --- event loops: sync, async, across tasks and across asyncio.run ------------------------------
+
+def test_async_api_across_tasks(toolset_of: Any) -> None:
+    toolset = toolset_of(server())
+
+    async def main() -> None:
+        assert [t.name for t in await toolset.atools()][:2] == ["bump", "peek"]
+        session = await asyncio.create_task(toolset.aopen())  # opened in one task
+        answers = await asyncio.gather(*(asyncio.create_task(session.acall("bump", call("bump")))
+                                         for _ in range(5)))  # called from five others at once
+        assert sorted(int(a.message["content"]) for a in answers) == [1, 2, 3, 4, 5]
+        pid = int((await session.acall("pid", call("pid"))).message["content"])
+        await asyncio.create_task(session.aclose())  # closed from a third
+        assert not alive(pid)
+
+    asyncio.run(main())
+
+
+def test_a_session_lives_across_two_asyncio_runs(toolset_of: Any) -> None:
+    toolset = toolset_of(server(), server("other", "other_server.py", prefix="o_", scope="environment"))
+    session = asyncio.run(toolset.aopen())
+    assert asyncio.run(session.acall("bump", call("bump"))).message["content"] == "1"
+    assert asyncio.run(session.acall("o_echo", call("o_echo", {"text": "hi"}))).message["content"] == "hi"
+    assert session.call("bump", call("bump")).message["content"] == "2"  # and from sync code
+    asyncio.run(session.aclose())
+
+
+def test_a_session_dropped_without_close_stops_its_server(toolset_of: Any) -> None:
+    import gc
+
+    toolset = toolset_of(server())
+    session = toolset.open()
+    pid = int(content(session, "pid"))
+    del session
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(pid)
