@@ -112,7 +112,7 @@ def bundle(tmp_path: Path, *, params: dict[str, Any] = PARAMS, state: str = 'kin
     table = "\n".join(f"{k} = {json.dumps(v)}" if not isinstance(v, dict) else
                       f"{k} = {{ {', '.join(f'{a} = {json.dumps(b)}' for a, b in v.items())} }}"
                       for k, v in params.items())
-    (root / "envhub.toml").write_text(textwrap.dedent(f"""\
+    (root / "envhub.toml").write_text(textwrap.dedent("""\
         [environment]
         name = "acme/shop"
         version = "0.1.0"
@@ -121,7 +121,7 @@ def bundle(tmp_path: Path, *, params: dict[str, Any] = PARAMS, state: str = 'kin
 
         [tasks]
         format = "jsonl"
-        splits.dev = {{ path = "tasks/dev.jsonl" }}
+        splits.dev = { path = "tasks/dev.jsonl" }
 
         [harness]
         protocol = "tool-use"
