@@ -108,7 +108,9 @@ class _Sandbox(ImmutableSandboxedEnvironment):
 
 def _environment() -> _Sandbox:
     # No loader: {% include %} and friends have nothing to load from (and are refused at compile time).
-    return _Sandbox(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True)
+    env = _Sandbox(undefined=jinja2.StrictUndefined, autoescape=False, keep_trailing_newline=True)
+    del env.globals["lipsum"]  # placeholder text has no place in a prompt, and lipsum(n=10**6) is huge
+    return env
 
 
 class PromptTemplate:

@@ -119,7 +119,9 @@ def test_python_internals_are_out_of_reach(tmp_path: Path, source: str) -> None:
     source = source.replace("{marker}", str(marker))
     with pytest.raises(TemplateError) as exc:
         render(source, x=[1])
-    assert "not allowed in a prompt template: access to attribute" in exc.value.message
+    expected = ("'lipsum' is undefined" if "lipsum" in source  # envhub drops lipsum from the globals
+                else "not allowed in a prompt template: access to attribute")
+    assert expected in exc.value.message
     assert not marker.exists()
     # Control: the plain engine runs the same expression, so the test would see an escape.
     PLAIN.from_string(source).render(x=[1])
