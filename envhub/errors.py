@@ -28,6 +28,7 @@ __all__ = [
     "ManifestError",
     "PluginConflictError",
     "PluginError",
+    "TaskDataError",
     "PolicyError",
     "TrustError",
     "UsageError",
@@ -97,6 +98,12 @@ class ManifestError(_ProblemsError, ValueError):
 
 class BundleError(_ProblemsError, ValueError):
     """A bundle's files do not match its manifest (missing, unreadable or malformed files)."""
+
+
+class TaskDataError(EnvhubError, ValueError):
+    """A task's row does not hold what the manifest says a field of it holds (a turn limit
+    that is not a number, a tool set naming tools the harness lacks). Found when the task's
+    episode starts; ``envhub validate --check`` finds it for every task."""
 
 
 class CheckFailedError(_ProblemsError):

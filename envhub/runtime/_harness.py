@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from envhub.errors import BundleError
+from envhub.errors import TaskDataError
 from envhub.runtime._tools import Tool
 from envhub.runtime._types import Message, Observation, Reply, Task
 
@@ -102,7 +102,7 @@ class Harness:
 
     def start(self, task: Task) -> TaskHarness:
         """``task``'s harness: the manifest's, narrowed by the task's own fields
-        (``[harness.task-fields]``). Raises :class:`~envhub.errors.BundleError` naming the
+        (``[harness.task-fields]``). Raises :class:`~envhub.errors.TaskDataError` naming the
         task and the field when a task's field is not what the spec says it holds."""
         fields = self.section.task_fields
         tools, specs = self.tools_by_name, self.tool_specs
@@ -143,7 +143,7 @@ class Harness:
         own = task.data.get(field_name) if field_name is not None else None
         if own is not None:
             if not isinstance(own, str):
-                raise BundleError(f"task {task.id!r}: field {field_name!r} (harness.task-fields.system-prompt) "
+                raise TaskDataError(f"task {task.id!r}: field {field_name!r} (harness.task-fields.system-prompt) "
                                   f"holds a {type(own).__name__}, not the system prompt's text",
                                   hint="make it a string, or remove it to use the manifest's system prompt")
             return {"role": "system", "content": own}
@@ -152,17 +152,22 @@ class Harness:
         return dict(self._system) if self._system is not None else None
 
     def _render(self, template: PromptTemplate, task: Task) -> str:
-        return template.render(**{**task.data, "task": task.data, "task_id": task.id, "split": task.split,
-                                  "params": self.setup.params})
+        """``template`` rendered over ``task`` (spec 10.1). A render error is a
+        :class:`~envhub._templates.TemplateError` (an envhub error: the episode fails as the
+        environment's, and the run goes on)."""
+        from envhub._templates import task_variables
+
+        return template.render(**task_variables(task.data, task_id=task.id, split=task.split,
+                                                params=self.setup.params))
 
     def _narrowed(self, task: Task, field_name: str) -> dict[str, Tool]:
         names = task.data[field_name]
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
-            raise BundleError(f"task {task.id!r}: field {field_name!r} (harness.task-fields.tools) must be a list "
+            raise TaskDataError(f"task {task.id!r}: field {field_name!r} (harness.task-fields.tools) must be a list "
                               f"of tool names, got {names!r}")
         unknown = [n for n in names if n not in self.tools_by_name]
         if unknown:
-            raise BundleError(f"task {task.id!r}: field {field_name!r} names tools the harness does not have: "
+            raise TaskDataError(f"task {task.id!r}: field {field_name!r} names tools the harness does not have: "
                               f"{', '.join(map(repr, unknown))}",
                               hint=f"the tools are {', '.join(self.tools_by_name) or 'none'}")
         return {name: self.tools_by_name[name] for name in names}
@@ -283,7 +288,7 @@ def _template(root: Path, relative: str | None, field_name: str) -> PromptTempla
 def _task_turns(task: Task, field_name: str) -> int:
     value = task.data[field_name]
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise BundleError(f"task {task.id!r}: field {field_name!r} (harness.task-fields.max-turns) must be an "
+        raise TaskDataError(f"task {task.id!r}: field {field_name!r} (harness.task-fields.max-turns) must be an "
                           f"integer >= 1, got {value!r}")
     return value
 
@@ -292,7 +297,7 @@ def _task_messages(task: Task, field_name: str) -> list[Message]:
     value = task.data[field_name]
     if not isinstance(value, list) or not all(isinstance(m, Mapping) and isinstance(m.get("role"), str)
                                               for m in value) or not value:
-        raise BundleError(f"task {task.id!r}: field {field_name!r} (harness.task-fields.messages) must be a "
+        raise TaskDataError(f"task {task.id!r}: field {field_name!r} (harness.task-fields.messages) must be a "
                           "non-empty list of chat messages ({'role': ..., 'content': ...})")
     return [dict(m) for m in value]
 

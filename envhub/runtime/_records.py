@@ -52,7 +52,8 @@ ErrorKind = Literal["timeout", "policy", "environment", "verifier", "exception"]
 
 #: envhub errors an environment raises while an episode runs (the rest are the policy's).
 _ENVIRONMENT_ERRORS = frozenset({
-    "BundleError", "EnvhubError", "IntegrityError", "ManifestError", "RemoteError", "SandboxError", "ToolError",
+    "BundleError", "EnvhubError", "IntegrityError", "ManifestError", "RemoteError", "SandboxError", "TaskDataError",
+    "ToolError",
     "TrustError", "UsageError",
 })
 

@@ -1,0 +1,299 @@
+"""The harness as an object: tools and responders that give per-turn rewards and end
+episodes (Reply), a simulated user in tool-use, a task's own harness (task-fields), a
+plugin protocol written as a Harness subclass, and records and summaries that carry it all."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import envhub
+from envhub.errors import TaskDataError
+from envhub.runtime import Harness, HarnessSetup, Reply, summarize
+from envhub.runtime.policies import PythonPolicy
+from tests.runtime_fixtures import scaffold, set_table, write_rows
+
+TOOLS = '''
+from envhub.runtime import Reply
+
+
+def move(direction: str) -> Reply:
+    """Move one step.
+
+    Args:
+        direction: "left" or "right".
+    """
+    if direction == "right":
+        return Reply("you reached the goal", reward=1.0, done=True, outcome="win")
+    if direction == "pit":
+        return Reply("you fell", reward=-1.0, done=True, outcome="loss")
+    return Reply("nothing here", reward=-0.1)
+
+
+def look() -> str:
+    """Look around."""
+    return "a corridor"
+'''
+
+USER = '''
+from envhub.runtime import Reply
+
+
+def respond(task, messages, *, params):
+    said = (messages[-1].get("content") or "").lower()
+    if "bye" in said:
+        return Reply("thanks, bye", reward=0.5, done=True, outcome="hangup")
+    if "silent" in said:
+        return None
+    return f"{params['greeting']}: please move right"
+'''
+
+
+def _bundle(tmp_path: Path, *, responder: bool = False, fields: str = "", rows: list[dict[str, Any]] | None = None,
+            harness_extra: str = "") -> Path:
+    root = scaffold(tmp_path, protocol="tool-use")
+    (root / "demo" / "tools.py").write_text(TOOLS, encoding="utf-8")
+    (root / "demo" / "user.py").write_text(USER, encoding="utf-8")
+    body = ('protocol = "tool-use"\nsystem-prompt = "prompts/system.md"\nmax-turns = 4\n'
+            'tools = ["demo.tools:move", "demo.tools:look"]\n')
+    if responder:
+        body += 'responder = "demo.user:respond"\n'
+    body += harness_extra
+    if fields:
+        body += f"task-fields = {{ {fields} }}\n"
+    set_table(root, "harness", body)
+    set_table(root, "config", 'timeout-s = 60\nparams = { greeting = "hello" }')
+    set_table(root, "verifier", 'kind = "regex"\npattern = "done"')
+    write_rows(root, "train", rows or [{"id": "t1", "prompt": "find the goal", "answer": "1"}])
+    return root
+
+
+def call(name: str, i: int = 0, **arguments: Any) -> dict[str, Any]:
+    return {"id": f"c{i}", "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+
+
+def turn(*calls: dict[str, Any]) -> dict[str, Any]:
+    return {"role": "assistant", "content": None, "tool_calls": list(calls)}
+
+
+def test_a_tool_gives_per_turn_rewards_and_ends_the_episode(tmp_path: Path) -> None:
+    with envhub.load(_bundle(tmp_path), trust_code=True) as env, env.episode(env.task("train", "t1")) as ep:
+        ep.reset()
+        first = ep.step(turn(call("move", 0, direction="left"), call("look", 1)))
+        assert (first.done, first.turn_reward) == (False, pytest.approx(-0.1))
+        last = ep.step(turn(call("move", 0, direction="right"), call("move", 1, direction="left")))
+        assert last.done and last.turn_reward == 1.0 and last.info["outcome"] == "win"
+        # The call after the one that ended the episode is answered, not run (its reward is not counted).
+        assert last.info["tool_results"] == ["you reached the goal", "Not run: the episode ended."]
+        assert ep.turn_rewards == [pytest.approx(-0.1), 1.0]
+        assert (ep.ended_by, ep.outcome, ep.truncated, ep.turns) == ("environment", "win", False, 2)
+        assert last.reward == 0.0  # the final reward is the verifier's, apart from the turn rewards
+
+
+def test_without_an_end_a_plain_turn_ends_it_as_before(tmp_path: Path) -> None:
+    with envhub.load(_bundle(tmp_path), trust_code=True) as env, env.episode(env.task("train", "t1")) as ep:
+        ep.reset()
+        result = ep.step("done")
+        assert (result.done, result.reward, result.turn_reward) == (True, 1.0, None)
+        assert (ep.ended_by, ep.outcome, ep.turn_rewards) == ("policy", None, [None])
+
+
+def test_the_turn_limit_ends_it_truncated(tmp_path: Path) -> None:
+    with envhub.load(_bundle(tmp_path), trust_code=True) as env, env.episode(env.task("train", "t1")) as ep:
+        ep.reset()
+        for _ in range(4):
+            result = ep.step(turn(call("look")))
+        assert result.done and result.info["truncated"] and ep.ended_by == "turn-limit"
+
+
+def test_a_simulated_user_answers_plain_turns_in_tool_use_and_can_hang_up(tmp_path: Path) -> None:
+    with envhub.load(_bundle(tmp_path, responder=True), trust_code=True) as env, \
+            env.episode(env.task("train", "t1")) as ep:
+        ep.reset()
+        asked = ep.step("how can I help?")
+        assert not asked.done and asked.observation.messages[-1] == {"role": "user",
+                                                                    "content": "hello: please move right"}
+        moved = ep.step(turn(call("move", direction="left")))
+        assert not moved.done
+        bye = ep.step("done, bye")
+        assert bye.done and bye.info["outcome"] == "hangup" and bye.reward == 1.0
+        assert ep.messages[-1] == {"role": "user", "content": "thanks, bye"}
+        assert ep.turn_rewards == [None, pytest.approx(-0.1), 0.5]
+        assert ep.ended_by == "environment"
+
+
+def test_a_user_that_returns_none_ends_it(tmp_path: Path) -> None:
+    with envhub.load(_bundle(tmp_path, responder=True), trust_code=True) as env, \
+            env.episode(env.task("train", "t1")) as ep:
+        ep.reset()
+        result = ep.step("silent")
+        assert result.done and ep.ended_by == "environment" and ep.outcome is None
+
+
+def test_the_async_path_agrees(tmp_path: Path) -> None:
+    async def play() -> tuple[list[float | None], str | None]:
+        env = envhub.load(_bundle(tmp_path, responder=True), trust_code=True)
+        with env:
+            async with env.episode(env.task("train", "t1")) as ep:
+                await ep.areset()
+                await ep.astep("hi")
+                await ep.astep(turn(call("move", direction="left")))
+                result = await ep.astep(turn(call("move", direction="right")))
+                assert result.done
+                return ep.turn_rewards, ep.outcome
+
+    assert asyncio.run(play()) == ([None, pytest.approx(-0.1), 1.0], "win")
+
+
+def test_a_task_narrows_the_tools_sets_its_prompt_and_turn_limit(tmp_path: Path) -> None:
+    rows = [{"id": "narrow", "prompt": "p", "answer": "1", "tools": ["look"], "sys": "Be brief.", "turns": 1},
+            {"id": "chat", "prompt": "unused", "answer": "1",
+             "chat": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"},
+                      {"role": "user", "content": "move"}]},
+            {"id": "plain", "prompt": "p", "answer": "1"}]
+    root = _bundle(tmp_path, rows=rows,
+                   fields='tools = "tools", system-prompt = "sys", messages = "chat", max-turns = "turns"')
+    with envhub.load(root, trust_code=True) as env:
+        with env.episode(env.task("train", "narrow")) as ep:
+            obs = ep.reset()
+            assert [t["function"]["name"] for t in obs.tools] == ["look"]
+            assert obs.messages[0] == {"role": "system", "content": "Be brief."}
+            # A tool outside the task's set is unknown to it, though the harness has it.
+            result = ep.step(turn(call("move", direction="right")))
+            assert "unknown tool 'move'; available tools: look" in result.info["tool_results"][0]
+            assert result.done and ep.ended_by == "turn-limit" and ep.max_turns == 1
+        with env.episode(env.task("train", "chat")) as ep:
+            obs = ep.reset()
+            assert [m["content"] for m in obs.messages[1:]] == ["hi", "hello", "move"]
+            assert obs.messages[0]["role"] == "system" and len(obs.tools) == 2 and ep.max_turns == 4
+        with env.episode(env.task("train", "plain")) as ep:
+            obs = ep.reset()
+            assert obs.messages[-1] == {"role": "user", "content": "p"} and len(obs.tools) == 2
+
+
+@pytest.mark.parametrize(("row", "message"), [
+    ({"tools": ["fly"]}, "names tools the harness does not have: 'fly'"),
+    ({"tools": "look"}, "must be a list of tool names"),
+    ({"turns": 0}, "must be an integer >= 1, got 0"),
+    ({"turns": True}, "must be an integer >= 1, got True"),
+    ({"sys": 3}, "holds a int, not the system prompt's text"),
+    ({"chat": []}, "must be a non-empty list of chat messages"),
+])
+def test_a_task_field_that_is_not_what_the_spec_says_names_the_task_and_field(
+        tmp_path: Path, row: dict[str, Any], message: str) -> None:
+    root = _bundle(tmp_path, rows=[{"id": "bad", "prompt": "p", "answer": "1", **row}],
+                   fields='tools = "tools", system-prompt = "sys", messages = "chat", max-turns = "turns"')
+    with envhub.load(root, trust_code=True) as env, env.episode(env.task("train", "bad")) as ep, \
+            pytest.raises(TaskDataError, match="task 'bad'") as caught:
+        ep.reset()
+    assert message in str(caught.value)
+
+
+def test_records_and_the_summary_carry_turn_rewards_and_outcomes(tmp_path: Path) -> None:
+    rows = [{"id": "win", "prompt": "p", "answer": "1"}, {"id": "lose", "prompt": "p", "answer": "1"},
+            {"id": "plain", "prompt": "p", "answer": "1"}]
+    scripts = {"win": [turn(call("move", direction="left")), turn(call("move", direction="right"))],
+               "lose": [turn(call("move", direction="pit"))],
+               "plain": ["done"]}
+    policy = PythonPolicy(lambda messages, task: scripts[task.id][sum(m["role"] == "assistant" for m in messages)],
+                          name="scripted")
+    with envhub.load(_bundle(tmp_path, rows=rows), trust_code=True) as env:
+        result = envhub.evaluate(env, policy, split="train")
+    by_id = {r.task_id: r for r in result.records}
+    assert by_id["win"].turn_rewards == [pytest.approx(-0.1), 1.0] and by_id["win"].outcome == "win"
+    assert by_id["lose"].turn_rewards == [-1.0] and by_id["lose"].ended_by == "environment"
+    assert by_id["plain"].turn_rewards is None and by_id["plain"].ended_by == "policy"
+    summary = summarize(result.records)
+    assert summary.rewarded_rollouts == 2 and summary.mean_return == pytest.approx((0.9 - 1.0) / 2)
+    assert summary.ended_by == {"environment": 2, "policy": 1}
+    assert summary.outcomes == {"loss": 1, "win": 1}
+    assert summary.mean_reward == pytest.approx(1 / 3)  # only "plain" answered "done"
+
+
+class EchoHarness(Harness):
+    """A plugin's protocol: every plain turn is answered "Continue." until the model says stop."""
+
+    def respond(self, task: Any, messages: list[dict[str, Any]], state: Any) -> Any:
+        if "stop" in (messages[-1].get("content") or ""):
+            return Reply(None, done=True, outcome="stopped")
+        return Reply("Continue.", reward=0.25)
+
+    @property
+    def responds(self) -> bool:
+        return True
+
+
+def test_a_plugin_protocol_is_a_harness_subclass(tmp_path: Path) -> None:
+    from envhub import hookimpl
+    from envhub.context import Context, make_plugin_manager
+    from envhub.plugin import HarnessProtocol
+
+    class Plugin:
+        @hookimpl
+        def envhub_harness_protocols(self) -> list[HarnessProtocol]:
+            return [HarnessProtocol("echo", harness=EchoHarness, description="continue until stop")]
+
+    plugins = make_plugin_manager(autoload=False)
+    plugins.register(Plugin(), name="echo-plugin")
+    root = scaffold(tmp_path, protocol="single-turn")
+    set_table(root, "harness", 'protocol = "echo"\nmax-turns = 5')
+    set_table(root, "verifier", 'kind = "regex"\npattern = "stop"')
+    context = Context.create(plugins=plugins)
+    with envhub.load(root, context=context) as env:
+        assert isinstance(env.harness, EchoHarness) and env.max_turns == 5
+        with env.episode(next(iter(env.tasks("train")))) as ep:
+            ep.reset()
+            assert ep.step("thinking").observation.messages[-1]["content"] == "Continue."
+            result = ep.step("stop")
+            assert result.done and result.reward == 1.0 and ep.outcome == "stopped"
+            assert ep.turn_rewards == [0.25, None]
+
+
+def test_a_legacy_protocol_still_works(tmp_path: Path) -> None:
+    from envhub import hookimpl
+    from envhub.context import Context, make_plugin_manager
+    from envhub.plugin import HarnessProtocol
+
+    seen: list[Any] = []
+
+    def respond(env: Any, task: Any, messages: list[dict[str, Any]], state: Any) -> str | None:
+        seen.append(env)
+        return None if len(messages) > 3 else "again"
+
+    class Plugin:
+        @hookimpl
+        def envhub_harness_protocols(self) -> list[HarnessProtocol]:
+            return [HarnessProtocol("again", respond=respond, max_turns=3)]
+
+    plugins = make_plugin_manager(autoload=False)
+    plugins.register(Plugin(), name="again-plugin")
+    root = scaffold(tmp_path, protocol="single-turn")
+    set_table(root, "harness", 'protocol = "again"')
+    with envhub.load(root, context=Context.create(plugins=plugins)) as env, \
+            env.episode(next(iter(env.tasks("train")))) as ep:
+        ep.reset()
+        assert not ep.step("1").done
+        assert ep.step("2").done and ep.ended_by == "environment"
+        assert seen == [env, env] and env.max_turns == 3
+
+
+def test_reply_refuses_what_is_not_a_reward() -> None:
+    with pytest.raises(ValueError, match="finite"):
+        Reply("x", reward=float("nan"))
+    with pytest.raises(TypeError, match="must be a number"):
+        Reply("x", reward="1")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="must be a number"):
+        Reply("x", reward=True)
+    assert Reply("x", reward=-7.5).reward == -7.5  # any finite float: shaping is not clamped
+
+
+def test_harness_setup_is_what_a_plugin_harness_is_built_from(tmp_path: Path) -> None:
+    root = _bundle(tmp_path)
+    with envhub.load(root, trust_code=True) as env:
+        setup = env.harness.setup
+        assert isinstance(setup, HarnessSetup) and setup.params == {"greeting": "hello"}
+        assert [t.name for t in setup.tools] == ["move", "look"]
