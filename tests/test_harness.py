@@ -297,3 +297,36 @@ def test_harness_setup_is_what_a_plugin_harness_is_built_from(tmp_path: Path) ->
         setup = env.harness.setup
         assert isinstance(setup, HarnessSetup) and setup.params == {"greeting": "hello"}
         assert [t.name for t in setup.tools] == ["move", "look"]
+
+
+def test_validate_check_reports_bad_task_fields_and_honours_expect_noop(tmp_path: Path) -> None:
+    from tests.conftest import run_envhub
+
+    rows = [{"id": "ok", "prompt": "p", "answer": "1", "reference": "done"},
+            {"id": "bad-turns", "prompt": "p", "answer": "1", "turns": "many", "reference": "done"},
+            {"id": "refuse", "prompt": "p", "answer": "1", "noop": True},
+            {"id": "wrongly-noop", "prompt": "p", "answer": "1", "noop": True, "reference": "done"}]
+    root = _bundle(tmp_path, rows=rows, fields='max-turns = "turns"')
+    manifest = root / "envhub.toml"
+    manifest.write_text(manifest.read_text().replace('prompt-field = "prompt"',
+                                                     'prompt-field = "prompt"\nexpect-noop-field = "noop"'))
+    # "refuse": the verifier passes an empty answer here (its pattern matches nothing only for
+    # tasks whose field says so), so the noop floor must not fire.
+    set_table(root, "verifier", 'kind = "python"\nentry-point = "demo.verify:score"')
+    (root / "demo" / "verify.py").write_text(
+        'def score(task, trajectory):\n'
+        '    if task["id"] == "refuse":\n'
+        '        return 1.0 if not trajectory.completion else 0.0\n'
+        '    return 1.0 if "done" in trajectory.completion else 0.0\n', encoding="utf-8")
+    for split in ("dev", "test"):
+        (root / "tasks" / f"{split}.jsonl").unlink(missing_ok=True)
+    set_table(root, "tasks", 'format = "jsonl"\nprompt-field = "prompt"\nexpect-noop-field = "noop"\n'
+                             'splits.train = { path = "tasks/train.jsonl" }')
+    done = run_envhub("validate", "--check", "--trust", str(root))
+    out = done.out + done.err
+    assert done.code != 0, out
+    assert "train/bad-turns" in out and "must be an integer >= 1, got 'many'" in out, out
+    assert "check-task-data" in out or "harness.task-fields" in out, out
+    assert "train/wrongly-noop: the task expects doing nothing (noop = true), but an empty answer scores 0" in out
+    # The positive control: the task that expects doing nothing and gets 1 for it is not reported.
+    assert "train/refuse" not in out, out

@@ -5,10 +5,12 @@ For every task of every split whose tasks are present:
 - **reference**: a task with a reference (see :meth:`Environment.reference_actions`)
   scores 1.0 when the reference is played;
 - **noop**: an empty answer scores below 1.0 (a floor against verifiers that reward
-  nothing, the easiest reward hack);
+  nothing, the easiest reward hack), or, for a task whose ``expect-noop-field`` is true
+  (doing nothing is its correct outcome), exactly 1.0;
 - **deterministic**: playing the reference again gives the same reward;
-- **raised**: an episode that raises (the responder, the state's setup) is that task's
-  problem (``check-responder``, ``check-raised``), and the other tasks are still checked;
+- **raised**: an episode that raises (the responder, the state's setup, a task field that
+  is not what ``[harness.task-fields]`` says) is that task's problem (``check-responder``,
+  ``check-task-data``, ``check-raised``), and the other tasks are still checked;
 - **reset**: for per-episode state, what one episode writes is gone in the next (for state
   kind sandbox, a file written with the built-in bash tool).
 
@@ -25,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from envhub.errors import TaskDataError
 from envhub.problems import Problem
 from envhub.runtime._episode import RESPONDER_NOTE
 from envhub.runtime._types import Message, Task
@@ -196,9 +199,16 @@ def _check_task(env: EnvironmentProtocol, task: Task, where: str, result: CheckR
                     "make the verifier deterministic (seed any randomness)")
     noop, _ = _play(env, task, [])
     result.episodes += 1
-    if noop >= 1.0:
+    noop_field = env.manifest.tasks.expect_noop_field
+    if noop_field is not None and task.data.get(noop_field) is True:
+        # Doing nothing is this task's correct outcome (a request to refuse, a trap not to touch).
+        if noop < 1.0:
+            problem("check-noop", f"{where}: the task expects doing nothing ({noop_field} = true), but an empty "
+                                  f"answer scores {noop:g}", "fix the verifier, or the task's " + noop_field)
+    elif noop >= 1.0:
         problem("check-noop", f"{where}: an empty answer scores {noop:g}",
-                "the verifier rewards doing nothing: check its field and normalisation")
+                "the verifier rewards doing nothing: check its field and normalisation"
+                + ("" if noop_field is None else f"; if doing nothing is correct here, set {noop_field} = true"))
 
 
 def _report_failed(failed: dict[tuple[float, str], list[tuple[str, str]]],
@@ -214,6 +224,10 @@ def _raised(e: Exception, where: str, manifest_file: str) -> Problem:
     """The problem of a task whose episode raised (the responder, the state's setup, ...)."""
     notes = [n for n in getattr(e, "__notes__", ()) if n.startswith(RESPONDER_NOTE)]
     what = f"{type(e).__name__}: {e}"
+    if isinstance(e, TaskDataError):
+        return Problem("error", "check-task-data", f"{where}: {e.message}", file=manifest_file,
+                       field="harness.task-fields",
+                       hint=e.hint or "fix the task's row, or the field the manifest names")
     if notes:
         entry = notes[0][len(RESPONDER_NOTE):].strip() or "the responder"
         return Problem("error", "check-responder", f"{where}: the responder {entry} raised {what}",
