@@ -133,7 +133,8 @@ def main() -> None:
             session.close()
     med = {k: statistics.median(v) for k, v in rows.items()}
     direct = med["direct"]
-    print(f"per call, session open, median of {args.repeat} rounds x {args.calls} calls (python {sys.version.split()[0]})")
+    print(f"per call, session open, median of {args.repeat} rounds x {args.calls} calls "
+          f"(python {sys.version.split()[0]})")
     print(f"  direct Python tool  make_tool(add).acall   {direct * 1e6:8.1f} us   1.00x")
     for key, label in (("mcp", "MCP stdio  session.acall"), ("mcp-sync", "MCP stdio  session.call "),
                        ("sdk", "SDK only   client.call_tool")):

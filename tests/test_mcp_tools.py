@@ -361,3 +361,36 @@ def test_a_session_dropped_without_close_stops_its_server(toolset_of: Any) -> No
     while alive(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not alive(pid)
+
+
+# --- the example environment: its MCP server, its references ----------------------------------
+
+def test_example_mcp_toolset_references_agree_with_its_server() -> None:
+    """Each task's reference calls the example's real MCP server; the tool's results, summed and
+    rounded, are the task's answer (so the reference is an honest solution, not a copied answer)."""
+    import re
+    from decimal import Decimal
+
+    from envhub.manifest import load_manifest
+
+    bundle = Path(__file__).parent.parent / "example_envs" / "mcp-toolset"
+    manifest = load_manifest(bundle)
+    tasks = [json.loads(line) for split in ("train", "dev")
+             for line in (bundle / "tasks" / f"{split}.jsonl").read_text().splitlines()]
+    assert len(tasks) == 18
+    with McpToolset(manifest.harness.mcp_servers, root=bundle, trusted=True) as toolset:
+        assert [t.name for t in toolset.tools()] == ["list_units", "convert"]
+        with toolset.open() as session:
+            for task in tasks:
+                [calls, final] = task["reference"]
+                total = Decimal(0)
+                for tool_call in calls["tool_calls"]:
+                    raw = dict(tool_call, function=dict(tool_call["function"],
+                                                        arguments=json.dumps(tool_call["function"]["arguments"])))
+                    number, _unit = session.call("convert", raw).message["content"].split()
+                    total += Decimal(number)
+                assert f"{total:.2f}" == task["answer"], task["id"]
+                assert final == f"\\boxed{{{task['answer']}}}"
+            mistake = session.call("convert", call("convert", {"value": 1, "from_unit": "mile", "to_unit": "km"}))
+            assert mistake.error is None  # the server answers a bad unit in plain text, for the model to read
+            assert re.match(r"error: unknown unit 'mile'; the units are: m, km, ", mistake.message["content"])
