@@ -276,6 +276,10 @@ def _one_verifier(v: object, field: str, m: Manifest) -> Iterator[Problem]:
     verdict = v.verdict if isinstance(v, LlmJudge) else None
     if verdict is not None and (verdict.regex is None) == (verdict.json_field is None):
         yield _error(f"{field}.verdict", "a verdict needs exactly one of 'regex' and 'json-field'")
+    for label, reward in (verdict.labels.items() if verdict is not None else ()):
+        if not 0.0 <= reward <= 1.0:
+            yield _error(f"{field}.verdict.labels", f"label {label!r} gives reward {reward:g}, outside [0, 1]",
+                         "a reward is in [0, 1]: 1 for a correct answer, 0 for a wrong one")
     if isinstance(v, WorkspaceTests):
         if m.state.kind != "sandbox":
             yield _error(field, f"verifier kind 'workspace-tests' needs state kind 'sandbox', not {m.state.kind!r}",
