@@ -38,7 +38,9 @@ What a plugin implements or receives:
   :class:`VerifierContext` and the other kinds' factories; read a task's fields with
   :func:`task_value`; raise :class:`VerifierError` when it cannot score;
 - **episodes**: :class:`Task`, :class:`Trajectory` (chat messages: dicts, as OpenAI's API
-  has them), :class:`Observation`, :class:`Score`, :class:`StepResult`;
+  has them), :class:`Observation`, :class:`Score`, :class:`StepResult`, :class:`Reply`;
+- **harness protocols**: a :class:`Harness` subclass, built from a :class:`HarnessSetup`,
+  whose ``start`` gives a :class:`TaskHarness`;
 - **state kinds**: :class:`StateFactory` and the :class:`StateHandle` its ``new`` returns;
 - **workspace backends** (where state kind ``sandbox`` runs, by the scheme of its ``base``): a
   :class:`WorkspaceBackend` whose ``start`` takes :class:`ShellLimits` and returns an object with
@@ -95,7 +97,10 @@ if TYPE_CHECKING:
     )
     from envhub.runtime import (
         Executor,
+        Harness,
+        HarnessSetup,
         Observation,
+        Reply,
         RolloutJob,
         RolloutPlan,
         Score,
@@ -103,6 +108,7 @@ if TYPE_CHECKING:
         StateHandle,
         StepResult,
         Task,
+        TaskHarness,
         Trajectory,
         run_rollout,
     )
@@ -129,8 +135,8 @@ _WHERE: dict[str, tuple[str, str]] = {
     "OptionsModel": ("envhub.manifest", "OptionsModel"),
     **{name: ("envhub.registry", name) for name in ("FsspecRegistry", "PublishResult", "Registry", "VersionEntry")},
     **{name: ("envhub.runtime", name) for name in (
-        "Executor", "Observation", "RolloutJob", "RolloutPlan", "Score", "StateFactory", "StateHandle", "StepResult",
-        "Task", "Trajectory", "run_rollout")},
+        "Executor", "Harness", "HarnessSetup", "Observation", "Reply", "RolloutJob", "RolloutPlan", "Score",
+        "StateFactory", "StateHandle", "StepResult", "Task", "TaskHarness", "Trajectory", "run_rollout")},
     "Policy": ("envhub.runtime.policies", "Policy"),
     "PolicyOptions": ("envhub.runtime.policies", "PolicyOptions"),
     "VerifierFactory": ("envhub.runtime.verifiers", "Factory"),
@@ -149,7 +155,9 @@ __all__ = [
     "Executor",
     "ExecutorKind",
     "FsspecRegistry",
+    "Harness",
     "HarnessProtocol",
+    "HarnessSetup",
     "IntegrityError",
     "MissingFieldError",
     "Observation",
@@ -164,6 +172,7 @@ __all__ = [
     "Registry",
     "RegistryBackend",
     "RegistryError",
+    "Reply",
     "RolloutJob",
     "RolloutPlan",
     "Score",
@@ -175,6 +184,7 @@ __all__ = [
     "StateKind",
     "StepResult",
     "Task",
+    "TaskHarness",
     "TaskFormat",
     "TaskGenerator",
     "Trajectory",

@@ -172,6 +172,9 @@ def _print_summary(result: EvalResult) -> None:
         lines.append(f"  {summary.rollouts} rollout(s) of {summary.tasks} task(s)"
                      + (f" ({result.skipped} already done)" if result.skipped else ""))
         lines.append(f"  mean reward   {summary.mean_reward or 0.0:.4f}")
+        if summary.mean_return is not None:
+            lines.append(f"  mean return   {summary.mean_return:.4f} (turn rewards, {summary.rewarded_rollouts} "
+                         f"rollout(s))")
         for k, value in summary.pass_at_k.items():
             lines.append(f"  pass@{k:<9} {value:.4f}")
         for name, value in summary.criteria.items():
@@ -180,6 +183,10 @@ def _print_summary(result: EvalResult) -> None:
             c = summary.curriculum
             spread = ", ".join(f"{level}: {n}" for level, n in c.draws_per_level.items())
             lines.append(f"  curriculum    {c.strategy}, draws per level {spread}; last level {c.last_level}")
+        if summary.ended_by.get("environment") or summary.outcomes:
+            ended = ", ".join(f"{k} {n}" for k, n in summary.ended_by.items())
+            outcomes = ", ".join(f"{k} {n}" for k, n in summary.outcomes.items())
+            lines.append(f"  ended by      {ended}" + (f"; outcomes {outcomes}" if outcomes else ""))
         kinds = ", ".join(f"{k} {n}" for k, n in summary.errors_by_kind.items())
         lines.append(f"  errors        {summary.errors}" + (f" ({kinds})" if summary.errors else ""))
         lines.append(f"  tool errors   {summary.tool_errors} (the model's mistakes)")
