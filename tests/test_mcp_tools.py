@@ -394,3 +394,18 @@ def test_example_mcp_toolset_references_agree_with_its_server() -> None:
             mistake = session.call("convert", call("convert", {"value": 1, "from_unit": "mile", "to_unit": "km"}))
             assert mistake.error is None  # the server answers a bad unit in plain text, for the model to read
             assert re.match(r"error: unknown unit 'mile'; the units are: m, km, ", mistake.message["content"])
+
+
+def test_tools_bound_to_a_session_call_like_python_tools(toolset_of: Any) -> None:
+    """What an episode puts in its tool table: the harness's McpTool (no session: an
+    environment-fault answer) swapped for the session's bound tool."""
+    toolset = toolset_of(server(tools=["bump"]))
+    [unbound] = toolset.tools()
+    assert unbound.source == "mcp:counter/bump"
+    lost = unbound.call(call("bump"), None)
+    assert (lost.fault, lost.error) == ("environment", "Error: bump failed: no MCP session is open for this episode")
+    with toolset.open() as session:
+        bound = session.tools()["bump"]
+        assert (bound.name, bound.spec) == (unbound.name, unbound.spec)
+        assert bound.call(call("bump"), None).message["content"] == "1"
+        assert asyncio.run(session.tool("bump").acall(call("bump"), None)).message["content"] == "2"

@@ -48,7 +48,7 @@ from envhub.runtime._tools import ToolCallResult, _error, _strip_titles
 if TYPE_CHECKING:
     from envhub.manifest import McpServer
 
-__all__ = ["McpServerError", "McpSession", "McpTool", "McpToolset"]
+__all__ = ["BoundMcpTool", "McpServerError", "McpSession", "McpTool", "McpToolset"]
 
 _T = TypeVar("_T")
 
@@ -76,6 +76,42 @@ class McpTool:
     server: str
     remote_name: str
     schema: dict[str, Any]
+
+    @property
+    def source(self) -> str:
+        """Where the tool comes from, for messages: ``mcp:SERVER/NAME``."""
+        return f"mcp:{self.server}/{self.remote_name}"
+
+    def call(self, call: Mapping[str, Any], state: Any = None) -> ToolCallResult:
+        """The answer to a call made outside an episode's session (:meth:`McpSession.tool`
+        gives the tool that runs calls): an environment-fault error, never a call."""
+        call_id = str(call.get("id") or "")
+        return _error(call_id, self.name, f"Error: {self.name} failed: no MCP session is open for this episode",
+                      fault="environment")
+
+    async def acall(self, call: Mapping[str, Any], state: Any = None) -> ToolCallResult:
+        """:meth:`call` for the event loop."""
+        return self.call(call, state)
+
+
+class BoundMcpTool:
+    """An MCP tool bound to one episode's :class:`McpSession`: the interface of
+    :class:`~envhub.runtime.Tool` (``name``, ``spec``, ``call(call, state)``,
+    ``acall(call, state)``; the state is not used: the server keeps its own)."""
+
+    __slots__ = ("_session", "name", "source", "spec")
+
+    def __init__(self, session: McpSession, tool: McpTool) -> None:
+        self._session = session
+        self.name = tool.name
+        self.spec = tool.spec
+        self.source = tool.source
+
+    def call(self, call: Mapping[str, Any], state: Any = None) -> ToolCallResult:
+        return self._session.call(self.name, call)
+
+    async def acall(self, call: Mapping[str, Any], state: Any = None) -> ToolCallResult:
+        return await self._session.acall(self.name, call)
 
 
 def _spec(name: str, tool: Any) -> dict[str, Any]:
@@ -331,6 +367,15 @@ class McpSession:
     def tool_names(self) -> list[str]:
         """The names of the tools this session serves, as the model sees them."""
         return list(self._tools)
+
+    def tool(self, name: str) -> BoundMcpTool:
+        """The tool ``name`` bound to this session, to call like any other tool; raises
+        :class:`KeyError` for a name the session does not serve."""
+        return BoundMcpTool(self, self._tools[name][0])
+
+    def tools(self) -> dict[str, BoundMcpTool]:
+        """Every tool of the session, bound to it, by name."""
+        return {name: BoundMcpTool(self, tool) for name, (tool, _) in self._tools.items()}
 
     def _prepare(self, tool_name: str, call: Mapping[str, Any]
                  ) -> tuple[str, ToolCallResult | tuple[McpTool, _Connection, dict[str, Any]]]:
