@@ -166,6 +166,19 @@ def test_same_tool_name_from_two_servers_is_refused(toolset_of: Any) -> None:
                             'tools = [...]')
 
 
+def test_an_mcp_tool_may_not_take_the_name_of_a_python_tool() -> None:
+    toolset = McpToolset([server(tools=["bump", "peek"])], root=DATA, trusted=True, env_name="acme/counter",
+                         reserved={"peek", "run_sql"})
+    try:
+        with pytest.raises(ManifestError) as e:
+            toolset.tools()
+    finally:
+        toolset.close()
+    [problem] = e.value.problems
+    assert problem.message == "the MCP tool name 'peek' of server 'counter' is the name of another tool of the harness"
+    assert problem.hint == 'set a prefix on the server (prefix = "counter_"), or leave the tool out with tools = [...]'
+
+
 def test_a_prefix_resolves_the_clash(toolset_of: Any) -> None:
     toolset = toolset_of(server(), server("other", "other_server.py", prefix="other_"))
     names = [t.name for t in toolset.tools()]

@@ -36,7 +36,7 @@ import sys
 import tempfile
 import threading
 import weakref
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Collection, Coroutine, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeVar
@@ -498,11 +498,15 @@ class McpToolset:
     ``root`` is the bundle directory (a stdio server runs there); ``trusted`` says whether the
     bundle may run its own code: a ``command`` server in an untrusted bundle raises
     :class:`~envhub.errors.TrustError` here (``trust_hint`` says how to trust it).
+    ``reserved`` names the harness's other tools, which an MCP tool may not shadow.
     """
 
     def __init__(self, servers: Sequence[McpServer], *, root: Path, trusted: bool,
-                 trust_hint: str | None = None, env_name: str = "the environment") -> None:
+                 trust_hint: str | None = None, env_name: str = "the environment",
+                 reserved: Collection[str] = ()) -> None:
         self.servers = list(servers)
+        #: The names of the harness's other tools (Python, built-in, spec): an MCP tool may not take one.
+        self.reserved = frozenset(reserved)
         self.root = Path(root)
         self.env_name = env_name
         commands = [s.name for s in self.servers if s.command]
@@ -578,6 +582,13 @@ class McpToolset:
                 chosen = list(remote)
             for tool in chosen:
                 name = f"{server.prefix}{tool.name}"
+                if name in self.reserved:
+                    problems.append(Problem(
+                        "error", "mcp-tool-clash", f"the MCP tool name {name!r} of server {server.name!r} is the "
+                        "name of another tool of the harness", file="envhub.toml", field=f"{field}.prefix",
+                        hint=f"set a prefix on the server (prefix = \"{server.name}_\"), or leave the tool out with "
+                             "tools = [...]"))
+                    continue
                 if name in owner:
                     other = owner[name]
                     where = f"servers {other!r} and {server.name!r}" if other != server.name \
