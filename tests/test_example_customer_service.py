@@ -1,0 +1,197 @@
+"""example_envs/customer-service: the retail desk's tools on a per-episode SQLite copy, the
+simulated customer (scripted, and an LLM on the local OpenAI-compatible server), the
+final-database rubric, transfer_to_human ending the episode, and validate --check.
+
+The agent in the eval runs is a model on tests/openai_server.py that answers with each task's
+reference turns (tool calls included), so what is tested is the environment, through the
+installed ``envhub eval`` as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import envhub
+from envhub.runtime import Environment, Task
+from tests.conftest import run_envhub
+
+CS = Path(__file__).resolve().parents[1] / "example_envs" / "customer-service"
+
+
+@pytest.fixture(scope="module")
+def env() -> Iterator[Environment]:
+    with envhub.load(CS, trust_code=True) as loaded:
+        yield loaded
+
+
+def dev_tasks() -> dict[str, dict[str, Any]]:
+    rows = [json.loads(line) for line in (CS / "tasks" / "dev.jsonl").read_text().splitlines()]
+    return {row["id"]: row for row in rows}
+
+
+def as_sent(turn: dict[str, Any]) -> dict[str, Any]:
+    """A reference turn as a model sends it: arguments as a JSON string."""
+    message = {"role": "assistant", "content": turn.get("content")}
+    if turn.get("tool_calls"):
+        message["tool_calls"] = [{**c, "function": {"name": c["function"]["name"],
+                                                    "arguments": json.dumps(c["function"]["arguments"])}}
+                                 for c in turn["tool_calls"]]
+    return message
+
+
+def agent(turns_by_prompt: dict[str, list[dict[str, Any]]]) -> Callable[[Any], dict[str, Any]]:
+    """The agent's script: turn k of the conversation that starts with a prompt is its k-th turn."""
+
+    def answer(request: Any) -> dict[str, Any]:
+        turns = turns_by_prompt[request.first_user_content]
+        k = sum(1 for m in request.messages if m.get("role") == "assistant")
+        return as_sent(turns[k]) if k < len(turns) else {"role": "assistant", "content": "Anything else?"}
+
+    return answer
+
+
+def eval_records(path: Path, base_url: str, tmp_path: Path, *extra: str) -> tuple[list[dict[str, Any]], str]:
+    out = tmp_path / "records.jsonl"
+    result = run_envhub("eval", str(path), "-s", "dev", "-p", "openai:agent", "--base-url", base_url, "--trust",
+                        "-o", str(out), *extra)
+    assert result.code == 0, result.err
+    records = [json.loads(line) for line in out.read_text().splitlines()]
+    return sorted(records, key=lambda r: r["task_id"]), result.out
+
+
+# --- the tools ---------------------------------------------------------------------------------
+
+
+def test_eleven_tools_and_the_address_state_is_the_models(env: Environment) -> None:
+    functions = {spec["function"]["name"]: spec["function"] for spec in env.tool_specs}
+    assert len(functions) == 11 and "transfer_to_human" in functions
+    # The database is injected by its State[...] annotation (parameter "db"), never by name:
+    # "state", the US state of an address, is a parameter the model fills in.
+    address = functions["modify_order_address"]["parameters"]
+    assert list(address["properties"]) == ["order_id", "address1", "city", "state", "zip"]
+    assert all("db" not in f["parameters"]["properties"] for f in functions.values())
+
+
+def test_the_address_state_reaches_the_database_and_rules_are_enforced(env: Environment) -> None:
+    task = env.tasks("train")[4]  # cs-train-05: re-address #W1004
+    with env.episode(task) as episode:
+        episode.reset()
+        result = episode.step({"role": "assistant", "content": None, "tool_calls": [
+            {"id": "a", "type": "function", "function": {"name": "modify_order_address", "arguments": json.dumps(
+                {"order_id": "W1004", "address1": "1 Main St", "city": "Reno", "state": "nv", "zip": "89501"})}},
+            {"id": "b", "type": "function", "function": {"name": "cancel_order", "arguments": json.dumps(
+                {"order_id": "#W1002", "reason": "no longer needed"})}},
+        ]})
+        assert result.info["tool_results"] == [
+            "The shipping address of #W1004 is now 1 Main St, Reno, NV 89501.",
+            "Error: PermissionError: order #W1002 is delivered; only pending orders can be cancelled"]
+        assert episode.state.execute("SELECT state, zip FROM orders WHERE id = '#W1004'").fetchone() == ("NV", "89501")
+    with env.episode(task) as fresh:  # the next episode starts from the snapshot again
+        fresh.reset()
+        assert fresh.state.execute("SELECT state FROM orders WHERE id = '#W1004'").fetchone() == ("CA",)
+
+
+def test_transfer_ends_the_episode_and_later_calls_are_not_run(env: Environment) -> None:
+    task = env.tasks("dev")[2]  # cs-dev-03: the customer insists on a refund to a bank account
+    transfer = {"id": "t", "type": "function", "function": {"name": "transfer_to_human", "arguments": '{"summary": "x"}'}}
+    cancel = {"id": "c", "type": "function", "function": {"name": "cancel_order", "arguments": json.dumps(
+        {"order_id": "#W1011", "reason": "no longer needed"})}}
+    with env.episode(task) as episode:
+        episode.reset()
+        result = episode.step({"role": "assistant", "content": None, "tool_calls": [transfer, cancel]})
+        assert result.done and (episode.ended_by, episode.outcome) == ("environment", "transfer")
+        assert result.info["tool_results"] == ["Transferred to a human agent.", "Not run: the episode ended."]
+        assert result.info["breakdown"] == {"database": 1.0, "informed": 1.0, "handoff": 1.0}
+        # Transferring a customer whose request the tools can handle fails the handoff criterion.
+    other = env.tasks("dev")[0]
+    with env.episode(other) as episode:
+        episode.reset()
+        result = episode.step({"role": "assistant", "content": None, "tool_calls": [transfer]})
+        assert result.done and result.reward == 0.0 and result.info["breakdown"]["handoff"] == 0.0
+
+
+def test_the_scripted_customer_answers_then_hangs_up(env: Environment) -> None:
+    task = env.tasks("train")[3]  # cs-train-04: one scripted line
+    with env.episode(task) as episode:
+        episode.reset()
+        first = episode.step("Sorry, order #W1010 was processed and cannot be cancelled.")
+        assert not first.done and episode.messages[-1] == {"role": "user", "content": "Oh well, I understand. Thanks."}
+        last = episode.step("You're welcome.")
+        assert last.done and (episode.ended_by, episode.outcome, episode.turns) == ("environment", "hangup", 2)
+        assert last.reward == 1.0  # told the customer "processed", changed nothing
+
+
+# --- eval against the local OpenAI-compatible server --------------------------------------------------------
+
+
+def test_eval_with_the_scripted_customer(openai_server: Any, tmp_path: Path) -> None:
+    tasks = dev_tasks()
+    openai_server.script = agent({t["prompt"]: t["reference"] for t in tasks.values()})
+    records, summary = eval_records(CS, openai_server.base_url, tmp_path)
+    assert [(r["task_id"], r["reward"], r["turns"], r["ended_by"], r["outcome"]) for r in records] == [
+        ("cs-dev-01", 1.0, 7, "environment", "hangup"),
+        ("cs-dev-02", 1.0, 6, "environment", "hangup"),
+        ("cs-dev-03", 1.0, 4, "environment", "transfer"),
+        ("cs-dev-04", 1.0, 6, "environment", "hangup"),
+    ]
+    # The customer's scripted lines are in the conversation, after the agent's questions.
+    dev1 = next(r for r in records if r["task_id"] == "cs-dev-01")
+    users = [m["content"] for m in dev1["messages"] if m["role"] == "user"]
+    assert users == [tasks["cs-dev-01"]["prompt"], *tasks["cs-dev-01"]["user"]["script"]]
+    assert "outcomes hangup 3, transfer 1" in summary
+
+
+def test_cancelling_the_wrong_order_scores_0(openai_server: Any, tmp_path: Path) -> None:
+    task = dev_tasks()["cs-dev-01"]  # two pending orders: #W1008 is the one to cancel
+    wrong = json.loads(json.dumps(task["reference"]).replace("#W1008", "#W1007"))
+    openai_server.script = agent({task["prompt"]: wrong})
+    [record], _ = eval_records(CS, openai_server.base_url, tmp_path, "-n", "1")
+    assert (record["reward"], record["outcome"]) == (0.0, "hangup")
+    assert record["breakdown"]["database"] == 0.0
+    differences = record["score_info"]["database"]["differences"]
+    assert differences["orders"]["missing"][0][:3] == ["#W1007", "C04", "pending"]
+
+
+def test_eval_with_an_llm_customer(openai_server: Any, tmp_path: Path) -> None:
+    task = dev_tasks()["cs-dev-01"]
+    bundle = tmp_path / "customer-service"
+    shutil.copytree(CS, bundle, ignore=shutil.ignore_patterns("__pycache__"))
+    manifest = bundle / "envhub.toml"
+    manifest.write_text(manifest.read_text().replace(
+        'params = { user = "scripted" }',
+        f'params = {{ user = "llm", user-base-url = "{openai_server.base_url}", user-model = "customer" }}'))
+    lines = ["It's the one with the red T-shirt and the bottle; I ordered it by mistake.", "Yes please.",
+             "Perfect, thank you!\n###STOP###"]
+    serve_agent = agent({task["prompt"]: task["reference"]})
+
+    def script(request: Any) -> Any:
+        if request.model == "customer":  # the LLM customer: one line per agent message it has seen
+            return lines[sum(1 for m in request.messages if m["role"] == "user") - 1]
+        return serve_agent(request)
+
+    openai_server.script = script
+    [record], _ = eval_records(bundle, openai_server.base_url, tmp_path, "-n", "1")
+    assert (record["reward"], record["turns"], record["ended_by"], record["outcome"]) == (1.0, 7, "environment",
+                                                                                          "hangup")
+    users = [m["content"] for m in record["messages"] if m["role"] == "user"]
+    # The last line is said, without the stop token, and ends the episode (the agent does not answer it).
+    assert users == [task["prompt"], lines[0], lines[1], "Perfect, thank you!"]
+    assert record["messages"][-1] == {"role": "user", "content": "Perfect, thank you!"}
+    customer = [r for r in openai_server.requests if r.model == "customer"]
+    assert len(customer) == 3
+    # The customer sees the scenario as its system prompt, the conversation from its side, no tools.
+    first = customer[0].messages
+    assert first[0]["role"] == "system" and task["user"]["instructions"] in first[0]["content"]
+    assert [m["role"] for m in first[1:]] == ["assistant", "user"]
+    assert first[1]["content"] == task["prompt"] and customer[0].tools is None
+
+
+def test_validate_check() -> None:
+    result = run_envhub("validate", "--strict", "--check", "--trust", str(CS))
+    assert result.code == 0, result.err
+    assert "--check played 36 episode(s) on 12 task(s), 12 with a reference" in result.out + result.err
