@@ -26,13 +26,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from envhub.errors import EnvhubError
 from envhub.runtime._types import Message, Observation, Score, StepResult, Task
-from envhub.runtime.verifiers._base import ScoringContext
+
+if TYPE_CHECKING:
+    from envhub.runtime.verifiers import ScoringContext
 
 __all__ = [
     "MAX_INT",
@@ -446,6 +448,8 @@ class _JudgeContext(_Body):
     @property
     def scoring(self) -> ScoringContext:
         """The :class:`~envhub.runtime.verifiers.ScoringContext` of this request."""
+        from envhub.runtime.verifiers import ScoringContext
+
         return ScoringContext(self.policy_model, self.force_self_judge)
 
 
