@@ -148,10 +148,11 @@ def _sqlite_state(spec: Any, root: Path, load_entry_point: Callable[[str], Any])
     return sqlite_state(spec, root)
 
 
-def _python_state(spec: Any, root: Path, load_entry_point: Callable[[str], Any]) -> StateFactory:
+def _python_state(spec: Any, root: Path, load_entry_point: Callable[[str], Any],
+                  params: Mapping[str, Any] | None = None) -> StateFactory:
     from envhub.runtime import python_state
 
-    return python_state(spec, load_entry_point)
+    return python_state(spec, load_entry_point, params=params)
 
 
 def _sandbox_kind(manager: PluginManager) -> StateKind:

@@ -154,7 +154,7 @@ class HarnessProtocol:
             return self.harness(setup)
         from envhub.runtime import ProtocolHarness
 
-        return ProtocolHarness(setup, runs_tools=self.runs_tools, respond=self.respond, max_turns=self.max_turns)
+        return ProtocolHarness.of(runs_tools=self.runs_tools, respond=self.respond, max_turns=self.max_turns)(setup)
 
 
 @dataclass(frozen=True)

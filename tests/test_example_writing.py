@@ -23,6 +23,7 @@ import pytest
 import envhub
 from envhub.errors import UsageError
 from envhub.runtime import Environment, Task
+from envhub.runtime.verifiers import ScoringContext
 from tests.conftest import Result, run_envhub
 from tests.openai_server import OpenAIServer, Request
 
@@ -192,7 +193,7 @@ def test_the_judge_grade_is_weighted_4_to_1_once_the_requirements_are_met(env: E
 def test_the_policy_model_never_judges_its_own_writing(env: Environment, judge: OpenAIServer, tmp_path: Path,
                                                        envhub_cli: Cli) -> None:
     with pytest.raises(UsageError, match=r"would grade model 'gpt-4o-2024-08-06' with itself"):
-        env.use_policy_model(JUDGE)
+        env.check_scoring(ScoringContext(JUDGE))
 
     # A writer model and the judge on one endpoint: each request goes to the model it names.
     references = {t.prompt: t["reference"] for t in env.tasks("dev")}

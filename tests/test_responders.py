@@ -167,7 +167,8 @@ def test_a_reply_that_is_not_a_string_names_the_responder(tmp_path: Path) -> Non
     env = envhub.load(_bundle(tmp_path, WRONG_TYPE_GAME), trust_code=True)
     with env, env.episode(_first_task(env)) as episode:
         episode.reset()
-        with pytest.raises(TypeError, match=r"^responder demo.game:respond returned int, not a string, a Reply or None"):
+        with pytest.raises(TypeError,
+                           match=r"^responder demo.game:respond returned int, not a string, a Reply or None"):
             episode.step("1")
 
 

@@ -416,7 +416,7 @@ def test_python_verifier_exception_propagates(tmp_path: Path) -> None:
 PYTHON_BUILD_ERRORS = [
     ("unknown-parameter", "needs_other",
      "python verifier 'verify:needs_other' requires parameter 'judge', which envhub cannot supply; "
-     "it may take: task, completion, trajectory, messages, state"),
+     "it may take: task, completion, trajectory, messages, state, params"),
     ("not-callable", "NOT_CALLABLE", "python verifier 'verify:NOT_CALLABLE' is a int, not a function"),
 ]
 

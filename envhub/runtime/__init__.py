@@ -58,9 +58,10 @@ if TYPE_CHECKING:
     from envhub.runtime._runner import Executor, LocalExecutor, RolloutJob, RolloutPlan, make_executor, run_rollout
     from envhub.runtime._shadow import refuse_shadowing, shadowing_files
     from envhub.runtime._shell_tools import builtin_tools
+    from envhub.runtime._spec_tools import SpecTool, load_spec_tools, make_spec_tool
     from envhub.runtime._state import StateFactory, StateHandle, files_state, python_state, sqlite_state
     from envhub.runtime._tasks import read_jsonl
-    from envhub.runtime._tools import EpisodeState, State, make_tool, unknown_tool
+    from envhub.runtime._tools import EnvParams, EpisodeState, Params, State, ToolLike, make_tool, unknown_tool
     from envhub.runtime._types import Observation, Reply, Score, StepResult, Task, Trajectory, as_assistant_message
     from envhub.runtime._workspace_state import SandboxSetupError, SandboxStateFactory, sandbox_state
 
@@ -92,6 +93,8 @@ _WHERE = {
     "refuse_shadowing": "_shadow", "shadowing_files": "_shadow",
     "read_jsonl": "_tasks",
     "make_tool": "_tools", "unknown_tool": "_tools", "EpisodeState": "_tools", "State": "_tools",
+    "EnvParams": "_tools", "Params": "_tools", "ToolLike": "_tools",
+    "SpecTool": "_spec_tools", "load_spec_tools": "_spec_tools", "make_spec_tool": "_spec_tools",
     "as_assistant_message": "_types",
     "SandboxSetupError": "_workspace_state", "SandboxStateFactory": "_workspace_state",
     "sandbox_state": "_workspace_state", "builtin_tools": "_shell_tools",
@@ -102,7 +105,7 @@ __all__ = [
     "ChatClient", "CheckResult", "CodeSpace", "CompositeEnvironment", "Curriculum", "CurriculumInfo",
     "CurriculumRun", "CurriculumSummary", "Draw", "EndedBy", "Environment", "EnvironmentProtocol", "Episode",
     "EpisodeProtocol",
-    "ErrorKind", "EvalResult",
+    "EnvParams", "ErrorKind", "EvalResult",
     "EpisodeState", "EvalRun", "EvalSummary", "Evaluation", "Executor", "GENERATED_CHECK_LIMIT", "Harness",
     "HarnessSetup", "LevelChange", "MultiTurnHarness", "ProtocolHarness", "SingleTurnHarness", "TaskHarness",
     "ToolUseHarness",
@@ -110,10 +113,11 @@ __all__ = [
     "Observation", "RECORD_VERSION", "RemoteEnvironment", "RemoteError", "RolloutError", "RolloutJob",
     "Reply", "RolloutPlan", "RolloutRecord", "RolloutTiming", "RolloutUsage", "SandboxSetupError",
     "SandboxStateFactory",
-    "Score", "SplitInfo", "State", "StateFactory",
+    "Params", "Score", "SpecTool", "SplitInfo", "State", "StateFactory", "ToolLike",
     "StateHandle", "StepResult", "SummaryEnvironment", "Task", "TaskOrigin", "Trajectory",
     "as_assistant_message", "builtin_tools", "check_recorded", "code_entry_points", "compare", "dump_record",
-    "files_state", "load_remote", "make_executor", "make_tool", "new_records_file", "pass_at_k", "plan_jobs",
+    "files_state", "load_remote", "load_spec_tools", "make_spec_tool", "make_executor", "make_tool",
+    "new_records_file", "pass_at_k", "plan_jobs",
     "python_state", "read_jsonl", "read_records", "refuse_shadowing", "rollout_record_json_schema", "run_rollout",
     "sandbox_state", "self_test",
     "shadowing_files", "sqlite_state", "summarize", "trusted_namespaces", "unknown_tool"

@@ -14,10 +14,12 @@ from envhub.runtime._code import CodeSpace
 from envhub.runtime._episode import Episode
 from envhub.runtime._harness import Harness, HarnessSetup
 from envhub.runtime._protocols import SplitInfo
+from envhub.runtime._spec_tools import load_spec_tools
 from envhub.runtime._state import StateFactory, StateHandle, make_state_factory
 from envhub.runtime._tasks import TaskSource
-from envhub.runtime._tools import Tool, make_tool
+from envhub.runtime._tools import ToolLike, make_tool
 from envhub.runtime._types import Message, Score, Task, Trajectory
+from envhub.runtime.verifiers import ascore_with, score_with
 
 if TYPE_CHECKING:
     from envhub.lookup import PluginLookup
@@ -57,20 +59,25 @@ class Environment:
         self._tasks = TaskSource(manifest.tasks, root, heldout_root, self.name, code.load, plugins=plugins,
                                  params=manifest.config.params)
         section = manifest.harness
-        tools: list[Tool] = _builtin_tools(section.builtin_tools)
+        params = manifest.config.params
+        tools: list[ToolLike] = _builtin_tools(section.builtin_tools)
         builtin = {tool.name for tool in tools}
         for ep in section.tools:
-            tool = make_tool(code.load(ep), source=ep)
+            tool = make_tool(code.load(ep), source=ep, params=params)
             if tool.name in builtin:
                 raise TypeError(f"tool {ep} is named {tool.name!r}, like the built-in tool it would hide; "
                                 "rename the function, or remove the built-in tool from builtin-tools")
             tools.append(tool)
+        if section.spec_tools:
+            tools.extend(load_spec_tools(section.spec_tools, root, code.load, params=params))
+        _refuse_clashes(tools)
         setup = HarnessSetup(section=section, root=root, prompt_field=manifest.tasks.prompt_field, tools=tools,
                              responder=code.load(section.responder) if section.responder else None,
                              params=manifest.config.params, owner=self)
         #: The harness: what the model sees and what answers its turns (:class:`~envhub.runtime.Harness`).
         self.harness: Harness = _harness(plugins, section.protocol, setup)
-        self._state_factory: StateFactory = make_state_factory(self._state_spec, root, code.load, plugins=plugins)
+        self._state_factory: StateFactory = make_state_factory(self._state_spec, root, code.load, plugins=plugins,
+                                                               params=params)
         self._shared_states: dict[Any, StateHandle] = {}
         self._verifier = self._build_verifier()
 
@@ -117,7 +124,7 @@ class Environment:
         return self.harness.max_turns
 
     @property
-    def tools(self) -> list[Tool]:
+    def tools(self) -> list[ToolLike]:
         """Every tool the harness offers (a task may narrow them)."""
         return self.harness.tools
 
@@ -133,9 +140,7 @@ class Environment:
         :attr:`Score.error` and the reward is 0."""
         trajectory = Trajectory.of(completion_or_trajectory)
         try:
-            if context is None:
-                return self._verifier.score(task, trajectory, state=state)
-            return self._verifier.score(task, trajectory, state=state, context=context)
+            return score_with(self._verifier, task, trajectory, state=state, context=context)
         except Exception as e:
             return Score.failed(f"{type(e).__name__}: {e}")
 
@@ -144,24 +149,21 @@ class Environment:
         """:meth:`score` for an event loop."""
         trajectory = Trajectory.of(completion_or_trajectory)
         try:
-            if context is None:
-                return await self._verifier.ascore(task, trajectory, state=state)
-            return await self._verifier.ascore(task, trajectory, state=state, context=context)
+            return await ascore_with(self._verifier, task, trajectory, state=state, context=context)
         except Exception as e:
             return Score.failed(f"{type(e).__name__}: {e}")
 
-    def use_policy_model(self, model: str | None, *, force_self_judge: bool = False) -> None:
-        """Tell the verifier which model the policy is, so an LLM judge can refuse to
-        grade its own model's work (:class:`envhub.errors.UsageError`) unless forced."""
-        self._verifier = self._build_verifier(model, force_self_judge)
-        self.policy_model = model
+    def check_scoring(self, context: ScoringContext) -> None:
+        """Raise :class:`envhub.errors.UsageError` when every score for ``context`` would be
+        refused (an llm-judge asked to grade its own model's work), so a run stops before it
+        starts."""
+        self._verifier.check_context(context)
 
-    def _build_verifier(self, policy_model: str | None = None, force_self_judge: bool = False) -> Verifier:
+    def _build_verifier(self) -> Verifier:
         from envhub.runtime.verifiers import VerifierContext, build_verifier
 
         ctx = VerifierContext(root=self.root, load_entry_point=self._code.load, settings=self._settings,
-                              policy_model=policy_model, state=self._state_spec, plugins=self._plugins,
-                              force_self_judge=force_self_judge)
+                              state=self._state_spec, plugins=self._plugins, params=self.manifest.config.params)
         return build_verifier(self.manifest.verifier, ctx, plugins=self._plugins)
 
     # -- references ---------------------------------------------------------------------
@@ -274,12 +276,22 @@ def provenance(env: Any) -> dict[str, Any]:
     return out
 
 
-def _builtin_tools(names: Sequence[str]) -> list[Tool]:
+def _refuse_clashes(tools: Sequence[ToolLike]) -> None:
+    """Raise :class:`TypeError` when two tools have one name (the model could call only one)."""
+    seen: dict[str, ToolLike] = {}
+    for tool in tools:
+        if tool.name in seen:
+            raise TypeError(f"tools {seen[tool.name].source} and {tool.source} are both named {tool.name!r}; "
+                            "rename one: the model calls a tool by its name")
+        seen[tool.name] = tool
+
+
+def _builtin_tools(names: Sequence[str]) -> list[ToolLike]:
     if not names:
         return []
     from envhub.runtime._shell_tools import builtin_tools
 
-    return builtin_tools(names)
+    return list(builtin_tools(names))
 
 
 def _shell_reference(solution: Any) -> list[Message]:

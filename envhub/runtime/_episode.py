@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, Self, TypeVar
 from envhub.errors import UsageError
 from envhub.runtime._harness import Harness, TaskHarness, as_reply
 from envhub.runtime._state import StateHandle
-from envhub.runtime._tools import Tool, ToolCallResult, unknown_tool
+from envhub.runtime._tools import ToolCallResult, ToolLike, unknown_tool
 from envhub.runtime._types import (
     Action,
     Message,
@@ -146,7 +146,7 @@ class Episode:
         loop = self._state.loop if self._state is not None else None
         info: dict[str, Any] = {}
         if calls:
-            results = []
+            results: list[ToolCallResult] = []
             for call in calls:
                 if self._ended_in_turn(results):
                     results.append(_not_run(call))
@@ -323,7 +323,8 @@ class Episode:
             if reply.outcome is not None and self.outcome is None:
                 self.outcome = reply.outcome
 
-    def _ends(self, by: EndedBy, info: dict[str, Any]) -> None:
+    def _ends(self, by: EndedBy, info: dict[str, Any]) -> StepResult | None:
+        """Note that the episode ends now, ``by`` whom; None (no step continues it)."""
         self.ended_by = by
         self.truncated = by == "turn-limit"
         if self.outcome is not None:
@@ -360,7 +361,7 @@ class Episode:
             self._rng = random.Random(f"{self.seed}:{self.task.split}:{self.task.id}")
         return self._rng.random() < rate
 
-    def _tool_for(self, call: dict[str, Any]) -> Tool | ToolCallResult:
+    def _tool_for(self, call: dict[str, Any]) -> ToolLike | ToolCallResult:
         """The tool a call names, or the answer when there is none (or noise strikes)."""
         tools = self._task_harness.tools if self._task_harness is not None else self.env.harness.tools_by_name
         tool = tools.get(str((call.get("function") or {}).get("name") or ""))

@@ -476,7 +476,8 @@ class Evaluation:
                              hint="pass -n N for the number of draws")
         drawer = _curriculum(env, split, seed, limit, success_threshold) if curriculum else None
         tasks = env.tasks(split, seed=seed, limit=1 if drawer is not None else limit)
-        env.use_policy_model(policy.model, force_self_judge=force_self_judge)
+        scoring = ScoringContext(policy.model, force_self_judge)
+        env.check_scoring(scoring)  # a judge asked to grade its own model: refused before the run
         if policy.name == "reference" and len(tasks):
             # Refused before the run, not once per rollout: a served held-out split has no references here.
             env.reference_actions(tasks[0])
@@ -484,9 +485,7 @@ class Evaluation:
         if output is None and output_dir is not None:
             output = new_records_file(output_dir, env.name, env.version, split, policy.name)
         plan = RolloutPlan(env, policy, timeout_s=timeout_s or env.manifest.config.timeout_s,
-                           concurrency=concurrency, provenance=provenance,
-                           scoring=ScoringContext(policy.model, force_self_judge)
-                           if policy.model is not None or force_self_judge else None)
+                           concurrency=concurrency, provenance=provenance, scoring=scoring)
         run: EvalRun | CurriculumRun
         if drawer is not None:
             assert drawer.total is not None

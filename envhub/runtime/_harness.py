@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from envhub.errors import TaskDataError
-from envhub.runtime._tools import Tool
+from envhub.runtime._tools import ToolLike
 from envhub.runtime._types import Message, Observation, Reply, Task
 
 if TYPE_CHECKING:
@@ -50,7 +50,7 @@ class HarnessSetup:
     #: The manifest's ``[tasks] prompt-field``.
     prompt_field: str = "prompt"
     #: Every tool offered, in order: built-in tools, then the bundle's.
-    tools: Sequence[Tool] = ()
+    tools: Sequence[ToolLike] = ()
     #: The bundle's responder, loaded; None when the manifest names none.
     responder: Callable[..., Any] | None = None
     #: ``[config.params]``: given to the responder and the templates.
@@ -65,7 +65,7 @@ class TaskHarness:
     name, and as the specs shown to the model) and its turn limit."""
 
     messages: list[Message]
-    tools: Mapping[str, Tool]
+    tools: Mapping[str, ToolLike]
     tool_specs: list[dict[str, Any]]
     max_turns: int
 
@@ -85,8 +85,8 @@ class Harness:
         section = setup.section
         self.setup = setup
         self.section = section
-        self.tools: list[Tool] = list(setup.tools)
-        self.tools_by_name: dict[str, Tool] = {tool.name: tool for tool in self.tools}
+        self.tools: list[ToolLike] = list(setup.tools)
+        self.tools_by_name: dict[str, ToolLike] = {tool.name: tool for tool in self.tools}
         self.tool_specs: list[dict[str, Any]] = [tool.spec for tool in self.tools]
         self.max_turns: int = self.fixed_turns or section.max_turns or DEFAULT_MAX_TURNS
         self.responder = setup.responder
@@ -160,7 +160,7 @@ class Harness:
         return template.render(**task_variables(task.data, task_id=task.id, split=task.split,
                                                 params=self.setup.params))
 
-    def _narrowed(self, task: Task, field_name: str) -> dict[str, Tool]:
+    def _narrowed(self, task: Task, field_name: str) -> dict[str, ToolLike]:
         names = task.data[field_name]
         if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
             raise TaskDataError(f"task {task.id!r}: field {field_name!r} (harness.task-fields.tools) must be a list "
@@ -230,27 +230,25 @@ class ToolUseHarness(Harness):
 
 class ProtocolHarness(Harness):
     """A plugin's protocol declared the older way, by ``runs_tools``, ``respond(env, task,
-    messages, state)`` and ``max_turns`` on its :class:`~envhub.plugin.HarnessProtocol`."""
+    messages, state)`` and ``max_turns`` on its :class:`~envhub.plugin.HarnessProtocol`:
+    :meth:`of` makes the subclass that has them."""
 
-    def __init__(self, setup: HarnessSetup, *, runs_tools: bool, respond: Callable[..., Any] | None,
-                 max_turns: int | None) -> None:
-        self._legacy_respond = respond
-        self._fixed = max_turns
-        super().__init__(setup)
-        self.max_turns = max_turns or setup.section.max_turns or DEFAULT_MAX_TURNS
-        self._runs_tools = runs_tools
+    _legacy_respond: ClassVar[Callable[..., Any] | None] = None
 
-    @property  # type: ignore[override]
-    def runs_tools(self) -> bool:  # a per-instance value for the protocol's own
-        return self._runs_tools
+    @classmethod
+    def of(cls, *, runs_tools: bool, respond: Callable[..., Any] | None, max_turns: int | None) -> type[Harness]:
+        """The harness class of a protocol declared by these three."""
+        return type("ProtocolHarness", (cls,), {"runs_tools": runs_tools, "fixed_turns": max_turns,
+                                                "_legacy_respond": staticmethod(respond) if respond else None})
 
     @property
     def responds(self) -> bool:
         return self._legacy_respond is not None
 
     def respond(self, task: Task, messages: list[Message], state: Any) -> Any:
-        assert self._legacy_respond is not None
-        return self._legacy_respond(self.setup.owner, task, messages, state)
+        respond = self._legacy_respond
+        assert respond is not None
+        return respond(self.setup.owner, task, messages, state)
 
 
 def as_reply(value: Any, *, who: str) -> Reply | None:

@@ -47,11 +47,11 @@ import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, Protocol, TypeVar
 
 from envhub.runtime._types import Reply
 
-__all__ = ["EnvParams", "EpisodeState", "Params", "State", "Tool", "ToolCallResult", "make_tool"]
+__all__ = ["EnvParams", "EpisodeState", "Params", "State", "Tool", "ToolCallResult", "ToolLike", "make_tool"]
 
 T = TypeVar("T")
 _UnionType = types.UnionType
@@ -145,6 +145,19 @@ class ToolCallResult:
     #: What the tool said beyond its text when it returned a :class:`~envhub.runtime.Reply`:
     #: a per-turn reward, and whether (and why) the episode ends after this turn.
     reply: Reply | None = None
+
+
+class ToolLike(Protocol):
+    """What an episode calls: a :class:`Tool` (a Python function), a tool declared by a
+    spec (:class:`~envhub.runtime.SpecTool`), an MCP server's tool, a built-in shell tool."""
+
+    name: str
+    source: str
+    spec: dict[str, Any]
+
+    def call(self, call: Mapping[str, Any], state: Any = None) -> ToolCallResult: ...
+
+    async def acall(self, call: Mapping[str, Any], state: Any = None) -> ToolCallResult: ...
 
 
 class Tool:
@@ -367,7 +380,7 @@ def make_tool(fn: Callable[..., Any], *, source: str = "", params: Mapping[str, 
     return Tool(fn, source=source, params=params)
 
 
-def unknown_tool(call: Mapping[str, Any], tools: Sequence[Tool]) -> ToolCallResult:
+def unknown_tool(call: Mapping[str, Any], tools: Sequence[ToolLike]) -> ToolCallResult:
     """The answer to a call of a tool that does not exist (or has no name)."""
     call_id = str(call.get("id") or "")
     name = str((call.get("function") or {}).get("name") or "")
