@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import json
 import shutil
+import sqlite3
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +20,7 @@ from typing import Any
 import pytest
 
 import envhub
-from envhub.runtime import Environment, Task
+from envhub.runtime import Environment
 from tests.conftest import run_envhub
 
 CS = Path(__file__).resolve().parents[1] / "example_envs" / "customer-service"
@@ -26,6 +29,7 @@ CS = Path(__file__).resolve().parents[1] / "example_envs" / "customer-service"
 @pytest.fixture(scope="module")
 def env() -> Iterator[Environment]:
     with envhub.load(CS, trust_code=True) as loaded:
+        assert isinstance(loaded, Environment)  # a local bundle: the attributes of capability 1 are on it
         yield loaded
 
 
@@ -96,9 +100,43 @@ def test_the_address_state_reaches_the_database_and_rules_are_enforced(env: Envi
         assert fresh.state.execute("SELECT state FROM orders WHERE id = '#W1004'").fetchone() == ("CA",)
 
 
+@pytest.mark.parametrize(("tool", "arguments", "error"), [
+    ("cancel_order", {"order_id": "#W1001", "reason": "too expensive"},
+     "ValueError: reason must be one of 'no longer needed', 'ordered by mistake'"),
+    ("return_items", {"order_id": "#W1001", "item_ids": ["1001"], "payment_method_id": "card_1101"},
+     "PermissionError: order #W1001 is pending; only delivered orders' items can be returned"),
+    ("return_items", {"order_id": "#W1002", "item_ids": ["3001"], "payment_method_id": "card_2201"},
+     "LookupError: the customer has no payment method 'card_2201'"),
+    ("return_items", {"order_id": "#W1002", "item_ids": ["3001", "3001"], "payment_method_id": "card_1101"},
+     "LookupError: order #W1002 has no item '3001' that can still be returned or exchanged"),
+    ("exchange_items", {"order_id": "#W1002", "item_ids": ["3001"], "new_item_ids": ["4001"],
+                        "payment_method_id": "card_1101"},
+     "ValueError: item 4001 is a Headphones, not a Desk lamp: an exchange keeps the product"),
+    ("exchange_items", {"order_id": "#W1003", "item_ids": ["2002"], "new_item_ids": ["2003"],
+                        "payment_method_id": "card_2201"},
+     "ValueError: item 2003 is not available"),
+    ("modify_order_address", {"order_id": "#W1001", "address1": "1 A St", "city": "X", "state": "New York",
+                              "zip": "10002"},
+     "ValueError: state must be a two-letter US state code, got 'New York'"),
+    ("find_customer_by_email", {"email": "nobody@example.com"}, "LookupError: no customer has the email "
+                                                                 "'nobody@example.com'"),
+], ids=["cancel-reason", "return-pending", "refund-to-another-customers-card", "return-one-item-twice",
+        "exchange-another-product", "exchange-unavailable", "state-not-a-code", "unknown-email"])
+def test_the_tools_enforce_the_shops_rules(env: Environment, tool: str, arguments: dict[str, Any],
+                                           error: str) -> None:
+    with env.episode(env.tasks("train")[0]) as episode:
+        episode.reset()
+        before = episode.state.total_changes
+        result = episode.step({"role": "assistant", "content": None, "tool_calls": [
+            {"id": "x", "type": "function", "function": {"name": tool, "arguments": json.dumps(arguments)}}]})
+        assert result.info["tool_errors"] == [f"Error: {error}"] and not result.done
+        assert episode.state.total_changes == before  # a refused action changed nothing
+
+
 def test_transfer_ends_the_episode_and_later_calls_are_not_run(env: Environment) -> None:
     task = env.tasks("dev")[2]  # cs-dev-03: the customer insists on a refund to a bank account
-    transfer = {"id": "t", "type": "function", "function": {"name": "transfer_to_human", "arguments": '{"summary": "x"}'}}
+    transfer = {"id": "t", "type": "function",
+                "function": {"name": "transfer_to_human", "arguments": '{"summary": "x"}'}}
     cancel = {"id": "c", "type": "function", "function": {"name": "cancel_order", "arguments": json.dumps(
         {"order_id": "#W1011", "reason": "no longer needed"})}}
     with env.episode(task) as episode:
@@ -195,3 +233,72 @@ def test_validate_check() -> None:
     result = run_envhub("validate", "--strict", "--check", "--trust", str(CS))
     assert result.code == 0, result.err
     assert "--check played 36 episode(s) on 12 task(s), 12 with a reference" in result.out + result.err
+
+
+# --- the floor, bad configuration, the data -----------------------------------------------------------------
+
+
+def test_an_agent_that_does_nothing_scores_0_on_every_task(env: Environment) -> None:
+    for task in [*env.tasks("train"), *env.tasks("dev")]:
+        with env.episode(task) as episode:
+            episode.reset()
+            while not episode.done:
+                result = episode.step("")
+        # The scripted customer answered each empty message, then hung up; nothing was done.
+        assert (result.reward, episode.outcome) == (0.0, "hangup"), task.id
+        assert episode.turns == len(task["user"]["script"]) + 1
+
+
+def with_params(tmp_path: Path, params: str) -> Path:
+    bundle = tmp_path / "customer-service"
+    shutil.copytree(CS, bundle, ignore=shutil.ignore_patterns("__pycache__"))
+    manifest = bundle / "envhub.toml"
+    manifest.write_text(manifest.read_text().replace('params = { user = "scripted" }', f"params = {params}"))
+    return bundle
+
+
+@pytest.mark.parametrize(("params", "message"), [
+    ('{ user = "llm" }', "the LLM customer needs an endpoint: set [config.params] user-base-url and user-model, "
+                         "or CUSTOMER_SERVICE_USER_BASE_URL and CUSTOMER_SERVICE_USER_MODEL"),
+    ('{ user = "robot" }', "[config.params] user must be 'scripted' or 'llm', got 'robot'"),
+], ids=["llm-without-endpoint", "unknown-user"])
+def test_a_misconfigured_customer_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   params: str, message: str) -> None:
+    monkeypatch.delenv("CUSTOMER_SERVICE_USER_BASE_URL", raising=False)
+    monkeypatch.delenv("CUSTOMER_SERVICE_USER_MODEL", raising=False)
+    with envhub.load(with_params(tmp_path, params), trust_code=True) as loaded:
+        task = loaded.tasks("dev")[0]
+        with loaded.episode(task) as episode:
+            episode.reset()
+            with pytest.raises(ValueError) as raised:
+                episode.step("Which order?")
+    assert str(raised.value) == message
+    assert "raised by the responder customer_service.user:respond" in raised.value.__notes__
+
+
+def test_the_llm_customer_reads_its_endpoint_from_the_environment(tmp_path: Path, openai_server: Any,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUSTOMER_SERVICE_USER_BASE_URL", openai_server.base_url)
+    monkeypatch.setenv("CUSTOMER_SERVICE_USER_MODEL", "customer-from-env")
+    monkeypatch.setenv("CUSTOMER_SERVICE_USER_API_KEY", "sk-customer")
+    openai_server.script = lambda request: "It's #W1008."
+    with envhub.load(with_params(tmp_path, '{ user = "llm" }'), trust_code=True) as loaded, \
+            loaded.episode(loaded.tasks("dev")[0]) as episode:
+        episode.reset()
+        result = episode.step("Which order?")
+    assert not result.done and episode.messages[-1] == {"role": "user", "content": "It's #W1008."}
+    [request] = openai_server.requests
+    assert (request.model, request.authorization) == ("customer-from-env", "Bearer sk-customer")
+
+
+def test_generate_reproduces_the_committed_files(tmp_path: Path) -> None:
+    subprocess.run([sys.executable, str(CS / "generate.py"), "--out", str(tmp_path)], check=True, capture_output=True)
+    for split in ("train", "dev", "test"):
+        assert (tmp_path / "tasks" / f"{split}.jsonl").read_bytes() == (CS / "tasks" / f"{split}.jsonl").read_bytes()
+    rebuilt = sqlite3.connect(tmp_path / "state" / "retail.sqlite")
+    committed = sqlite3.connect(f"file:{CS / 'state' / 'retail.sqlite'}?mode=ro", uri=True)
+    try:
+        assert list(rebuilt.iterdump()) == list(committed.iterdump())
+    finally:
+        rebuilt.close()
+        committed.close()

@@ -24,6 +24,7 @@ GRID = Path(__file__).resolve().parents[1] / "example_envs" / "grid-game"
 @pytest.fixture(scope="module")
 def env() -> Iterator[Environment]:
     with envhub.load(GRID, trust_code=True) as loaded:
+        assert isinstance(loaded, Environment)  # a local bundle: the attributes of capability 1 are on it
         yield loaded
 
 
@@ -55,7 +56,8 @@ def test_the_shortest_path_wins_with_shaped_rewards(env: Environment, task: Task
         assert [s.done for s in steps] == [False] * 5 + [True]
         assert steps[-1].reward == 1.0 and steps[-1].info["outcome"] == "win"
         assert (episode.ended_by, episode.outcome, episode.turn_rewards) == ("environment", "win", [0.09] * 5 + [1.09])
-        assert steps[0].info["tool_results"][0] == "You move north. Oil left: 11 moves.\n\n..#..\n.....\n.....\n@...#\n..^.$"
+        assert steps[0].info["tool_results"][0] == ("You move north. Oil left: 11 moves.\n\n"
+                                                    "..#..\n.....\n.....\n@...#\n..^.$")
 
 
 def test_calls_after_the_winning_move_are_not_run(env: Environment, task: Task) -> None:

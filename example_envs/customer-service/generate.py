@@ -89,7 +89,8 @@ ITEMS = [
     ("4001", "Headphones", "type: over-ear, color: black", 9900, 1),
     ("4002", "Headphones", "type: over-ear, color: white", 9900, 1),
     ("4003", "Headphones", "type: in-ear, color: black", 5900, 1),
-    ("5001", "Running shoes", "size: 9, color: grey", 8000, 1), ("5002", "Running shoes", "size: 10, color: grey", 8000, 1),
+    ("5001", "Running shoes", "size: 9, color: grey", 8000, 1),
+    ("5002", "Running shoes", "size: 10, color: grey", 8000, 1),
     ("5003", "Running shoes", "size: 10, color: blue", 8500, 1),
 ]
 # id, customer, status, payment method, items (the address is the customer's)
@@ -278,8 +279,9 @@ def make_tasks() -> dict[str, list[dict[str, Any]]]:
              [tools((email, {"email": "femi.adeyemi@example.com"})),
               say("Which order are the headphones from?"),
               tools(("get_order", {"order_id": "#W1011"})),
-              tools(("transfer_to_human", {"summary": "Femi Adeyemi (C06) wants to return the headphones of #W1011 "
-                                                      "with the refund paid into a bank account, which I cannot do."}))],
+              tools(("transfer_to_human", {"summary": "Femi Adeyemi (C06) wants to return the headphones of "
+                                                      "#W1011 with the refund paid into a bank account, which I "
+                                                      "cannot do."}))],
              expect_transfer=True, kind="transfer"),
         task("dev", 4, "Hello, I want to return two water bottles. grace.kim@example.com",
              "You are Grace Kim (grace.kim@example.com). From order #W1012 you want to return both water bottles "

@@ -209,7 +209,8 @@ def exchange_items(order_id: str, item_ids: list[str], new_item_ids: list[str], 
     return f"Exchange of {len(lines)} item(s) of {order['id']} requested; {settled} {payment_method_id}."
 
 
-def modify_order_address(order_id: str, address1: str, city: str, state: str, zip: str, *, db: State[sqlite3.Connection]) -> str:
+def modify_order_address(order_id: str, address1: str, city: str, state: str, zip: str, *,
+                         db: State[sqlite3.Connection]) -> str:
     """Change the shipping address of a pending order.
 
     Args:
@@ -281,9 +282,10 @@ def _lines(db: sqlite3.Connection, order_id: str, item_ids: list[str]) -> list[t
         raise ValueError("give at least one item id")
     taken: list[tuple[int, int]] = []
     for item_id in item_ids:
+        placeholders = ",".join("?" * len(taken))  # the lines already taken by an earlier id of the list
         row = db.execute("SELECT oi.line, i.price_cents FROM order_items oi JOIN items i ON i.id = oi.item_id "
                          "WHERE oi.order_id = ? AND oi.item_id = ? AND oi.status = 'ordered' "
-                         "AND oi.line NOT IN (%s) ORDER BY oi.line" % ",".join("?" * len(taken)),
+                         f"AND oi.line NOT IN ({placeholders}) ORDER BY oi.line",
                          (order_id, str(item_id), *[line for line, _ in taken])).fetchone()
         if row is None:
             raise LookupError(f"order {order_id} has no item {item_id!r} that can still be returned or exchanged")

@@ -120,5 +120,6 @@ def render(board: list[str], at: Cell | None = None) -> str:
 
 
 def _move(index: int, direction: str) -> dict[str, Any]:
-    call = {"id": f"call_{index}", "type": "function", "function": {"name": "move", "arguments": {"direction": direction}}}
+    call = {"id": f"call_{index}", "type": "function",
+            "function": {"name": "move", "arguments": {"direction": direction}}}
     return {"role": "assistant", "content": None, "tool_calls": [call]}
