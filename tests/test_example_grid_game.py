@@ -69,7 +69,8 @@ def test_calls_after_the_winning_move_are_not_run(env: Environment, task: Task) 
         assert result.done and result.reward == 1.0
         assert result.info["tool_results"] == ["You move east. You found the treasure in 6 moves. You win!",
                                                "Not run: the episode ended.", "Not run: the episode ended."]
-        assert episode.state is None or episode.state.moves == 6  # the later calls never reached the game
+        assert episode.score is not None  # the verifier saw the game as the winning move left it:
+        assert episode.score.info == {"outcome": "win", "moves": 6, "energy_left": 6}  # the later calls never ran
 
 
 def test_a_trap_is_a_loss(env: Environment, task: Task) -> None:
