@@ -55,7 +55,7 @@ def policy(messages: list[dict], task: dict) -> str:
 def bench_single_turn(env: envhub.Environment, tasks: list) -> tuple[float, float]:
     start = time.perf_counter()
     for task in tasks:
-        messages = env._initial_messages(task)  # the same messages the episode builds
+        messages = env.harness.initial_messages(task)  # the same messages the episode builds
         reward = 1.0 if policy(messages, task).strip() == task["answer"].strip() else 0.0
         assert reward == 1.0
     baseline = time.perf_counter() - start

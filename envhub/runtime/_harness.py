@@ -22,7 +22,7 @@ import inspect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from envhub.errors import TaskDataError
 from envhub.runtime._tools import ToolLike
@@ -59,10 +59,10 @@ class HarnessSetup:
     owner: Any = None
 
 
-@dataclass(frozen=True, slots=True)
-class TaskHarness:
+class TaskHarness(NamedTuple):
     """One task's harness: the messages its episode starts with, the tools it may call (by
-    name, and as the specs shown to the model) and its turn limit."""
+    name, and as the specs shown to the model) and its turn limit. (A named tuple: one is
+    made per episode, and a frozen dataclass costs several times as much to make.)"""
 
     messages: list[Message]
     tools: Mapping[str, ToolLike]
@@ -97,6 +97,14 @@ class Harness:
             self._system = {"role": "system", "content": text}
         self._system_template = _template(setup.root, section.system_prompt_template, "harness.system-prompt-template")
         self._prompt_template = _template(setup.root, section.prompt_template, "harness.prompt-template")
+        fields = section.task_fields
+        #: Whether every task gets the manifest's harness as it is (no task field, no template):
+        #: then :meth:`start` takes its short path, which most environments do.
+        self._plain = (fields.tools is None and fields.system_prompt is None and fields.messages is None
+                       and fields.max_turns is None and self._system_template is None
+                       and self._prompt_template is None)
+        #: ``keep-turns`` when the model sees only the recent turns; else None.
+        self.keep_turns: int | None = section.keep_turns if section.context == "recent-turns" else None
 
     # -- what a task's episode starts with -----------------------------------------------
 
@@ -104,6 +112,12 @@ class Harness:
         """``task``'s harness: the manifest's, narrowed by the task's own fields
         (``[harness.task-fields]``). Raises :class:`~envhub.errors.TaskDataError` naming the
         task and the field when a task's field is not what the spec says it holds."""
+        if self._plain:
+            prompt = task.data.get(self.setup.prompt_field, task.prompt)
+            messages: list[Message] = [dict(self._system)] if self._system is not None else []
+            if isinstance(prompt, str):
+                messages.append({"role": "user", "content": prompt})
+                return TaskHarness(messages, self.tools_by_name, self.tool_specs, self.max_turns)
         fields = self.section.task_fields
         tools, specs = self.tools_by_name, self.tool_specs
         if fields.tools is not None and task.data.get(fields.tools) is not None:
@@ -200,9 +214,8 @@ class Harness:
     def observe(self, messages: list[Message], prompt_len: int, tool_specs: list[dict[str, Any]]) -> Observation:
         """What the model sees now: all messages, or (``context = "recent-turns"``) the
         starting messages plus the last ``keep-turns`` turns."""
-        section = self.section
-        if section.context == "recent-turns" and section.keep_turns is not None:
-            return Observation(_recent(messages, prompt_len, section.keep_turns), tool_specs)
+        if self.keep_turns is not None:
+            return Observation(_recent(messages, prompt_len, self.keep_turns), tool_specs)
         return Observation(list(messages), tool_specs)
 
 
