@@ -330,3 +330,58 @@ def test_validate_check_reports_bad_task_fields_and_honours_expect_noop(tmp_path
     assert "train/wrongly-noop: the task expects doing nothing (noop = true), but an empty answer scores 0" in out
     # The positive control: the task that expects doing nothing and gets 1 for it is not reported.
     assert "train/refuse" not in out, out
+
+
+def _sqlite_bundle(tmp_path: Path, rows: list[dict[str, Any]]) -> Path:
+    import sqlite3
+
+    root = scaffold(tmp_path, protocol="tool-use")
+    (root / "demo" / "tools.py").write_text(
+        "import sqlite3\nfrom envhub.runtime import State\n\n\n"
+        "def name(db: State[sqlite3.Connection]) -> str:\n"
+        "    \"\"\"The shop's name.\"\"\"\n"
+        "    return db.execute('select name from shop').fetchone()[0]\n", encoding="utf-8")
+    for path, shop in [("state/default.db", "default"), ("state/tasks/a.db", "shop a"), ("state/tasks/b.db", "shop b"),
+                       ("../outside.db", "outside")]:
+        target = root / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with sqlite3.connect(target) as db:
+            db.execute("create table shop (name text)")
+            db.execute("insert into shop values (?)", (shop,))
+        db.close()
+    set_table(root, "harness", 'protocol = "tool-use"\nmax-turns = 2\ntools = ["demo.tools:name"]')
+    set_table(root, "state", 'kind = "sqlite"\nsnapshot = "state/default.db"\nsnapshot-field = "db"')
+    set_table(root, "verifier", 'kind = "regex"\npattern = "x"')
+    write_rows(root, "train", rows)
+    return root
+
+
+def _shop_name(env: Any, task_id: str) -> str:
+    with env.episode(env.task("train", task_id)) as ep:
+        ep.reset()
+        return str(ep.step(turn(call("name"))).info["tool_results"][0])
+
+
+def test_a_task_picks_its_own_snapshot(tmp_path: Path) -> None:
+    rows = [{"id": "a", "prompt": "p", "db": "state/tasks/a.db"}, {"id": "b", "prompt": "p", "db": "state/tasks/b.db"},
+            {"id": "none", "prompt": "p"}]
+    with envhub.load(_sqlite_bundle(tmp_path, rows), trust_code=True) as env:
+        assert [_shop_name(env, t) for t in ("a", "b", "none", "a")] == ["shop a", "shop b", "default", "shop a"]
+
+
+@pytest.mark.parametrize(("path", "message"), [
+    ("../outside.db", "which leaves the bundle"),
+    ("state/../../outside.db", "which leaves the bundle"),
+    ("/etc/passwd", "must be a relative path in the bundle"),
+    ("state/tasks/missing.db", "is not a file"),
+    (7, "must be a relative path in the bundle"),
+])
+def test_a_task_snapshot_cannot_leave_the_bundle(tmp_path: Path, path: Any, message: str) -> None:
+    root = _sqlite_bundle(tmp_path, [{"id": "x", "prompt": "p", "db": path}])
+    # The positive control: the file outside the bundle exists and is a database a plain
+    # path join would open.
+    assert (root / "../outside.db").resolve().is_file()
+    with envhub.load(root, trust_code=True) as env, env.episode(env.task("train", "x")) as ep, \
+            pytest.raises(TaskDataError, match="task 'x': field 'db' \\(state.snapshot-field\\)") as caught:
+        ep.reset()
+    assert message in str(caught.value)

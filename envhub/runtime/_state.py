@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from envhub.errors import TaskDataError
 from envhub.manifest import StateSection
 from envhub.runtime._types import Task
 
@@ -148,21 +149,85 @@ class _Python(StateFactory):
         return StateHandle(value, close if callable(close) else None)
 
 
+class _TaskSnapshots(StateFactory):
+    """``snapshot-field``: each task's own snapshot (a bundle path in that field), or the
+    manifest's ``snapshot`` for a task without one; one factory per snapshot, made on first use."""
+
+    def __init__(self, kind: str, root: Path, field: str, make: Callable[[Path], StateFactory],
+                 default: StateFactory | None) -> None:
+        self.kind = kind
+        self._root = root.resolve()
+        self._field = field
+        self._make = make
+        self._default = default
+        self._made: dict[str, StateFactory] = {}
+
+    def _factory(self, task: Task) -> StateFactory:
+        relative = task.data.get(self._field)
+        if relative is None:
+            if self._default is None:
+                raise TaskDataError(f"task {task.id!r} has no field {self._field!r} (state.snapshot-field), and the "
+                                    "manifest names no snapshot for tasks without one",
+                                    hint=f"give the task a {self._field!r}, or the manifest a snapshot")
+            return self._default
+        factory = self._made.get(relative) if isinstance(relative, str) else None
+        if factory is None:
+            try:
+                factory = self._make(self._inside(task, relative))
+            except FileNotFoundError as e:
+                raise TaskDataError(f"task {task.id!r}: field {self._field!r} (state.snapshot-field): {e}",
+                                    hint="name a snapshot the bundle has") from None
+            self._made[relative] = factory
+        return factory
+
+    def _inside(self, task: Task, relative: Any) -> Path:
+        """The snapshot's path, which must be a relative path that stays in the bundle (a
+        task must not make an episode start from files outside it)."""
+        where = f"task {task.id!r}: field {self._field!r} (state.snapshot-field)"
+        if not isinstance(relative, str) or not relative or Path(relative).is_absolute() or "\\" in relative:
+            raise TaskDataError(f"{where} must be a relative path in the bundle, got {relative!r}")
+        path = (self._root / relative).resolve()
+        if not path.is_relative_to(self._root):
+            raise TaskDataError(f"{where} is {relative!r}, which leaves the bundle",
+                                hint="name a snapshot inside the bundle directory")
+        return path
+
+    def new(self, task: Task) -> StateHandle:
+        return self._factory(task).new(task)
+
+    async def anew(self, task: Task) -> StateHandle:
+        return await self._factory(task).anew(task)
+
+
 def files_state(spec: StateSection, root: Path) -> StateFactory:
-    """``files``: a copy of the ``snapshot`` directory (or an empty one) per state."""
-    snapshot = root / spec.snapshot if spec.snapshot else None
-    if snapshot is not None and not snapshot.is_dir():
-        raise FileNotFoundError(f"state snapshot {spec.snapshot} is not a directory in {root}")
-    return _Files(snapshot)
+    """``files``: a copy of the ``snapshot`` directory (or an empty one) per state; with
+    ``snapshot-field``, of the task's own snapshot."""
+
+    def make(snapshot: Path, shown: str | None = None) -> StateFactory:
+        if not snapshot.is_dir():
+            raise FileNotFoundError(f"state snapshot {shown or snapshot} is not a directory in {root}")
+        return _Files(snapshot)
+
+    default = make(root / spec.snapshot, spec.snapshot) if spec.snapshot else None
+    if spec.snapshot_field is not None:
+        return _TaskSnapshots("files", root, spec.snapshot_field, make, default or _Files(None))
+    return default if default is not None else _Files(None)
 
 
 def sqlite_state(spec: StateSection, root: Path) -> StateFactory:
-    """``sqlite``: a private copy of the ``snapshot`` database per state."""
+    """``sqlite``: a private copy of the ``snapshot`` database per state; with
+    ``snapshot-field``, of the task's own database."""
+
+    def make(snapshot: Path, shown: str | None = None) -> StateFactory:
+        if not snapshot.is_file():
+            raise FileNotFoundError(f"state snapshot {shown or snapshot} is not a file in {root}")
+        return _Sqlite(snapshot)
+
     assert spec.snapshot is not None  # rule S1
-    snapshot = root / spec.snapshot
-    if not snapshot.is_file():
-        raise FileNotFoundError(f"state snapshot {spec.snapshot} is not a file in {root}")
-    return _Sqlite(snapshot)
+    default = make(root / spec.snapshot, spec.snapshot)
+    if spec.snapshot_field is not None:
+        return _TaskSnapshots("sqlite", root, spec.snapshot_field, make, default)
+    return default
 
 
 def python_state(spec: StateSection, load_entry_point: Callable[[str], Any], *,
