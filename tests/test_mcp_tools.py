@@ -388,9 +388,9 @@ def test_example_mcp_toolset_references_agree_with_its_server() -> None:
 
     bundle = Path(__file__).parent.parent / "example_envs" / "mcp-toolset"
     manifest = load_manifest(bundle)
-    tasks = [json.loads(line) for split in ("train", "dev")
+    tasks = [json.loads(line) for split in ("train", "dev", "test")
              for line in (bundle / "tasks" / f"{split}.jsonl").read_text().splitlines()]
-    assert len(tasks) == 18
+    assert len(tasks) == 24
     with McpToolset(manifest.harness.mcp_servers, root=bundle, trusted=True) as toolset:
         assert [t.name for t in toolset.tools()] == ["list_units", "convert"]
         with toolset.open() as session:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Generate the tasks of ``envhub-examples/mcp-toolset``.
 
-    python generate.py                  # rewrite tasks/{train,dev}.jsonl
+    python generate.py                  # rewrite tasks/{train,dev,test}.jsonl
     python generate.py --seed 7 --out /tmp/tasks
 
 Standard library only, and deterministic: the same seed always writes the same bytes, so the
@@ -23,7 +23,7 @@ from pathlib import Path
 from unit_tools.units import convert
 
 DEFAULT_SEED = 20261126
-DEFAULT_SIZES = {"train": 12, "dev": 6}
+DEFAULT_SIZES = {"train": 12, "dev": 6, "test": 6}
 
 # (difficulty, question with {a} [and {b}], the parts as (value slot, from unit), target unit, value ranges)
 TEMPLATES = [
@@ -72,7 +72,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     for offset, (split, size) in enumerate(DEFAULT_SIZES.items()):
         rng = random.Random(args.seed + offset)
-        # the dev split starts at a different template so both splits see every template
+        # each split starts at a different template, so dev and test between them see every one
         rows = [make_task(rng, split, i, i + offset * 3) for i in range(size)]
         data = "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows).encode()
         (args.out / f"{split}.jsonl").write_bytes(data)
