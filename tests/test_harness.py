@@ -385,3 +385,43 @@ def test_a_task_snapshot_cannot_leave_the_bundle(tmp_path: Path, path: Any, mess
             pytest.raises(TaskDataError, match="task 'x': field 'db' \\(state.snapshot-field\\)") as caught:
         ep.reset()
     assert message in str(caught.value)
+
+
+def test_a_served_environment_carries_turn_rewards_and_withholds_them_mid_episode_on_held_out(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over real HTTP: the train split's steps carry each turn's reward as it comes; a held-out
+    split's come only with the last step (a client that saw them as they came could search a
+    held-out task's actions by their rewards), and records of both carry them all."""
+    import httpx2
+
+    from tests.serve_fixtures import TOKEN, start_server
+
+    rows = [{"id": "t1", "prompt": "find the goal", "answer": "1"}]
+    root = _bundle(tmp_path / "b", rows=rows)
+    write_rows(root, "test", [{"id": "h1", "prompt": "find the hidden goal", "answer": "1"}])
+    server = start_server([str(root), "--trust"], tmp_path / "serve", env={"ENVHUB_SERVE_TOKENS": TOKEN})
+    try:
+        base = f"{server.base_url}/v1/environments/acme/demo"
+        auth = {"Authorization": f"Bearer {TOKEN}"}
+        for split, mid_reward in (("train", -0.1), ("test", None)):
+            created = httpx2.post(f"{base}/episodes", json={"split": split, "index": 0}, headers=auth).json()
+            step = f"{server.base_url}/v1/episodes/{created['episode_id']}/step"
+            first = httpx2.post(step, json={"action": turn(call("move", direction="left"))}, headers=auth).json()
+            assert first["done"] is False and first["turn_reward"] == mid_reward, first
+            assert "turn_rewards" not in first  # only the last step says how the episode went
+            last = httpx2.post(step, json={"action": turn(call("move", direction="right"))}, headers=auth).json()
+            assert last["done"] and last["turn_reward"] == 1.0
+            assert (last["turn_rewards"], last["ended_by"], last["outcome"]) == ([-0.1, 1.0], "environment", "win")
+
+        # The client: RemoteEpisode exposes them, and eval records them.
+        scripts = [turn(call("move", direction="left")), turn(call("move", direction="right"))]
+        policy = PythonPolicy(lambda messages: scripts[sum(m["role"] == "assistant" for m in messages)],
+                              name="scripted")
+        monkeypatch.setenv("ENVHUB_SERVE_TOKEN", TOKEN)
+        with envhub.load(server.url("acme/demo")) as env:
+            for split in ("train", "test"):
+                (record,) = envhub.evaluate(env, policy, split=split).records
+                assert record.turn_rewards == [pytest.approx(-0.1), 1.0], split
+                assert (record.ended_by, record.outcome) == ("environment", "win")
+    finally:
+        server.stop()

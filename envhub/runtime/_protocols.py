@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from envhub.manifest import Manifest
+    from envhub.runtime._episode import EndedBy
     from envhub.runtime._types import Action, Message, Observation, Score, StepResult, Task, Trajectory
     from envhub.runtime.verifiers import ScoringContext
 
@@ -78,6 +79,27 @@ class EpisodeProtocol(Protocol):
     @property
     def score(self) -> Score | None:
         """The verifier's score once the episode is done; None before."""
+        ...
+
+    @property
+    def max_turns(self) -> int:
+        """This episode's turn limit (its task's own, when the task sets one)."""
+        ...
+
+    @property
+    def turn_rewards(self) -> list[float | None]:
+        """The environment's reward for each model turn (None where it gave none)."""
+        ...
+
+    @property
+    def ended_by(self) -> EndedBy | None:
+        """Who ended the episode (``"policy"``, ``"environment"``, ``"turn-limit"``); None
+        while it runs."""
+        ...
+
+    @property
+    def outcome(self) -> str | None:
+        """Why the environment ended the episode, when it did and said."""
         ...
 
     @property
@@ -151,6 +173,16 @@ class EnvironmentProtocol(Protocol):
 
     @property
     def splits(self) -> Mapping[str, SplitInfo]: ...
+
+    @property
+    def max_turns(self) -> int:
+        """The harness's turn limit (a task may set its own)."""
+        ...
+
+    @property
+    def tool_specs(self) -> list[dict[str, Any]]:
+        """The tools the harness offers, as OpenAI ``tools`` entries (a task may narrow them)."""
+        ...
 
     def tasks(self, split: str, *, seed: int | None = None, limit: int | None = None) -> Sequence[Task]:
         """The tasks of ``split``, in order or shuffled by ``seed``, at most ``limit``.

@@ -20,7 +20,7 @@ import random
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Self, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Self, TypeVar, cast, overload
 from urllib.parse import quote, unquote, urlsplit
 
 import httpx2
@@ -61,6 +61,7 @@ from envhub.runtime.served import (
 from envhub.settings import Settings
 
 if TYPE_CHECKING:
+    from envhub.runtime._episode import EndedBy
     from envhub.runtime.verifiers import ScoringContext
 
 __all__ = ["RemoteEnvironment", "RemoteEpisode", "RemoteError", "load_remote"]
@@ -350,6 +351,12 @@ class RemoteEpisode:
         self.truncated = False
         self.score: Score | None = None
         self.tool_errors = 0
+        #: This episode's turn limit (its task's own, as the server says).
+        self.max_turns = env.max_turns
+        #: The environment's reward for each turn; on a held-out split, known when the episode ends.
+        self.turn_rewards: list[float | None] = []
+        self.ended_by: EndedBy | None = None
+        self.outcome: str | None = None
         self._observation = Observation([], env.tool_specs)
 
     # -- the sync API -------------------------------------------------------------------
@@ -452,6 +459,10 @@ class RemoteEpisode:
         self.truncated = False
         self.score = None
         self.tool_errors = 0
+        self.max_turns = created.max_turns
+        self.turn_rewards = []
+        self.ended_by = None
+        self.outcome = None
         return self._observation
 
     def _step_path(self) -> str:
@@ -468,11 +479,16 @@ class RemoteEpisode:
         self.turns = step.turns
         self.truncated = step.truncated
         self.tool_errors += len(step.info.get("tool_errors") or [])
+        self.turn_rewards.append(step.turn_reward)
         if step.done:
             self.done = True
             self.id = None  # the server closes an episode when it ends
             self.score = step.score()
-        return StepResult(self._observation, step.reward, step.done, step.info)
+            # The server's account of the turns (a held-out split's come only now).
+            self.turn_rewards = list(step.turn_rewards) if step.turn_rewards is not None else \
+                [None] * len(self.turn_rewards)
+            self.ended_by, self.outcome = cast("EndedBy | None", step.ended_by), step.outcome
+        return StepResult(self._observation, step.reward, step.done, step.info, step.turn_reward)
 
     def _drop_sync(self) -> None:
         if self.id is not None:

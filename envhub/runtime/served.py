@@ -126,18 +126,35 @@ class StepView:
     truncated: bool
     turns: int
     info: dict[str, Any] = field(default_factory=dict)
+    #: The environment's reward for this turn (None when it gave none, and mid-episode on a
+    #: held-out split).
+    turn_reward: float | None = None
+    #: On the last step: every turn's reward (None when the environment gave none), who ended
+    #: the episode and why.
+    turn_rewards: list[float | None] | None = None
+    ended_by: str | None = None
+    outcome: str | None = None
 
     @classmethod
     def of(cls, result: StepResult, new_messages: list[Message], *, turns: int, truncated: bool,
-           held_out: bool) -> StepView:
+           held_out: bool, episode: Any = None) -> StepView:
         """A step's result as a client may see it: on a held-out split, ``info`` keeps only
-        what the model saw anyway (tool results), and a verifier's error is :data:`WITHHELD`."""
+        what the model saw anyway (tool results), a verifier's error is :data:`WITHHELD`,
+        and the turn rewards come only with the last step (a client that saw them as they
+        came could search a held-out task's actions by their rewards)."""
         info = dict(result.info)
         if held_out:
             info = {k: v for k, v in info.items() if k in _HELD_OUT_INFO}
             if result.info.get("error") is not None:
                 info["error"] = WITHHELD
-        return cls(result.observation, new_messages, result.reward, result.done, truncated, turns, info)
+        turn_reward = None if held_out and not result.done else result.turn_reward
+        rewards = ended_by = outcome = None
+        if result.done and episode is not None:
+            given = list(getattr(episode, "turn_rewards", None) or [])
+            rewards = given if any(r is not None for r in given) else None
+            ended_by, outcome = getattr(episode, "ended_by", None), getattr(episode, "outcome", None)
+        return cls(result.observation, new_messages, result.reward, result.done, truncated, turns, info,
+                   turn_reward, rewards, ended_by, outcome)
 
     @classmethod
     def failed(cls, observation: Observation, new_messages: list[Message], error: str, *, turns: int) -> StepView:
@@ -146,19 +163,35 @@ class StepView:
         return cls(observation, new_messages, None, True, False, turns, {"error": error, "environment_error": True})
 
     def to_json(self) -> dict[str, Any]:
-        return {"observation": observation_to_json(self.observation), "new_messages": self.new_messages,
-                "reward": self.reward, "done": self.done, "truncated": self.truncated, "turns": self.turns,
-                "info": self.info}
+        out: dict[str, Any] = {
+            "observation": observation_to_json(self.observation), "new_messages": self.new_messages,
+            "reward": self.reward, "done": self.done, "truncated": self.truncated, "turns": self.turns,
+            "info": self.info, "turn_reward": self.turn_reward}
+        if self.done:
+            out.update(turn_rewards=self.turn_rewards, ended_by=self.ended_by, outcome=self.outcome)
+        return out
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> StepView:
         what = "step"
         reward = _optional(data, "reward", (int, float), what)
+        turn_reward = _optional(data, "turn_reward", (int, float), what)
+        rewards = _optional(data, "turn_rewards", list, what)
+        if rewards is not None and not all(r is None or (isinstance(r, (int, float)) and not isinstance(r, bool))
+                                           for r in rewards):
+            raise ProtocolError("step field 'turn_rewards' must be a list of numbers and nulls")
+        ended_by = _optional(data, "ended_by", str, what)
+        if ended_by not in (None, "policy", "environment", "turn-limit"):
+            raise ProtocolError(f"step field 'ended_by' must be 'policy', 'environment' or 'turn-limit', "
+                                f"got {ended_by!r}")
         return cls(observation_from_json(_field(data, "observation", Mapping, what)),
                    list(_optional(data, "new_messages", list, what) or []),
                    float(reward) if reward is not None else None, _field(data, "done", bool, what),
                    bool(data.get("truncated")), _field(data, "turns", int, what),
-                   dict(_optional(data, "info", Mapping, what) or {}))
+                   dict(_optional(data, "info", Mapping, what) or {}),
+                   float(turn_reward) if turn_reward is not None else None,
+                   [float(r) if r is not None else None for r in rewards] if rewards is not None else None,
+                   ended_by, _optional(data, "outcome", str, what))
 
     def score(self) -> Score:
         """The episode's score, once it is done: the reward (0 when unscored), the

@@ -38,7 +38,6 @@ from envhub.runtime.served import (
     StepView,
     TaskPage,
 )
-
 from envhub_registry._auth import Auth
 from envhub_registry._config import ServeConfig
 from envhub_registry._errors import ApiError, JSONResponse, error_response, from_envhub_error
@@ -190,7 +189,7 @@ class _Api:
         limits = self.config.limits
         return JSONResponse(EpisodeCreated(
             session.id, served.name, task.split, served.task_view(task, held_out=held_out), held_out, observation,
-            env.max_turns, limits.idle_timeout_s, limits.episode_timeout_s,
+            episode.max_turns, limits.idle_timeout_s, limits.episode_timeout_s,
         ).to_json(), status_code=201)
 
     def _session(self, request: Request) -> Session:
@@ -240,7 +239,7 @@ class _Api:
             return JSONResponse(StepView.failed(episode.observation(), episode.messages[before:], failure.message,
                                                 turns=episode.turns).to_json())
         view = StepView.of(result, episode.messages[before:], turns=episode.turns, truncated=episode.truncated,
-                           held_out=session.held_out)
+                           held_out=session.held_out, episode=episode)
         if result.done:
             self.sessions.close(session, "done", "it has ended")
         return JSONResponse(view.to_json())

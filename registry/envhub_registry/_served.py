@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import Any
 
 from envhub import __version__ as envhub_version
 from envhub.bundle import public_manifest
