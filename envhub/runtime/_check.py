@@ -233,7 +233,7 @@ def _raised(e: Exception, where: str, manifest_file: str) -> Problem:
         return Problem("error", "check-responder", f"{where}: the responder {entry} raised {what}",
                        file=manifest_file, field="harness.responder",
                        hint="fix the responder: for every turn it must return the next user message (a "
-                            "string) or None to end the episode, and not raise")
+                            "string or a Reply) or None to end the episode, and not raise")
     return Problem("error", "check-raised", f"{where}: playing the task raised {what}", file=manifest_file,
                    hint="fix the environment's code for this task (its state's setup, its tools or its verifier)")
 
