@@ -422,3 +422,49 @@ def test_tools_bound_to_a_session_call_like_python_tools(toolset_of: Any) -> Non
         assert (bound.name, bound.spec) == (unbound.name, unbound.spec)
         assert bound.call(call("bump"), None).message["content"] == "1"
         assert asyncio.run(session.tool("bump").acall(call("bump"), None)).message["content"] == "2"
+
+
+def test_eval_the_example_with_a_model_on_the_local_openai_server(openai_server: Any, tmp_path: Path) -> None:
+    """``envhub eval`` of the example, as a user runs it: the model (tests/openai_server.py)
+    plays each dev task's reference, and its tool calls reach the example's MCP server."""
+    import envhub
+    from tests.conftest import run_envhub
+
+    bundle = Path(__file__).parent.parent / "example_envs" / "mcp-toolset"
+    env = envhub.load(bundle, trust_code=True)
+    try:
+        offered = [spec["function"]["name"] for spec in env.tool_specs]
+    finally:
+        env.close()
+    if "convert" not in offered:
+        pytest.skip("the Environment does not offer the tools of [[harness.mcp-servers]] yet")
+    tasks = {row["prompt"]: row for row in map(json.loads, (bundle / "tasks" / "dev.jsonl").read_text().splitlines())}
+
+    def model(request: Any) -> dict[str, Any]:
+        row = tasks[request.first_user_content]
+        k = sum(1 for m in request.messages if m.get("role") == "assistant")
+        if k == 0 and row["id"] == "units-dev-001":  # a model's mistake first: a unit the converter lacks
+            return {"role": "assistant", "content": None, "tool_calls": [{"id": "oops", "type": "function",
+                    "function": {"name": "convert", "arguments": '{"value": 1, "from_unit": "furlong", '
+                                                                 '"to_unit": "m"}'}}]}
+        turns = row["reference"][k - 1 if row["id"] == "units-dev-001" else k:]
+        turn = turns[0] if turns else "\\boxed{0}"
+        if isinstance(turn, str):
+            return {"role": "assistant", "content": turn}
+        calls = [{**c, "function": {**c["function"], "arguments": json.dumps(c["function"]["arguments"])}}
+                 for c in turn["tool_calls"]]
+        return {"role": "assistant", "content": None, "tool_calls": calls}
+
+    openai_server.script = model
+    out = tmp_path / "records.jsonl"
+    result = run_envhub("eval", str(bundle), "-s", "dev", "-p", "openai:agent", "--base-url", openai_server.base_url,
+                        "--trust", "-o", str(out))
+    assert result.code == 0, result.err
+    records = sorted((json.loads(line) for line in out.read_text().splitlines()), key=lambda r: r["task_id"])
+    assert [r["reward"] for r in records] == [1.0] * 6
+    tool_messages = [m["content"] for r in records for m in r["messages"] if m["role"] == "tool"]
+    assert tool_messages[0].startswith("error: unknown unit 'furlong'; the units are: m, km, ")
+    first = records[0]
+    [row] = [t for t in tasks.values() if t["id"] == first["task_id"]]
+    args = row["reference"][0]["tool_calls"][0]["function"]["arguments"]
+    assert tool_messages[1].endswith(f" {args['to_unit']}")  # the server's answer: "153.8888889 degC"
