@@ -37,7 +37,7 @@ import tempfile
 import threading
 import weakref
 from collections.abc import Collection, Coroutine, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any, TypeVar
 
@@ -65,7 +65,7 @@ class McpServerError(EnvhubError, RuntimeError):
     """An MCP server cannot be started or listed (a command that fails, a URL that does not answer)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class McpTool:
     """One tool an MCP server offers the model: its ``name`` as the model sees it (prefixed),
     ``spec`` (an OpenAI tool entry), the ``server`` that serves it and its name there
@@ -76,11 +76,11 @@ class McpTool:
     server: str
     remote_name: str
     schema: dict[str, Any]
+    #: Where the tool comes from, for messages: ``mcp:SERVER/NAME``.
+    source: str = field(init=False, default="")
 
-    @property
-    def source(self) -> str:
-        """Where the tool comes from, for messages: ``mcp:SERVER/NAME``."""
-        return f"mcp:{self.server}/{self.remote_name}"
+    def __post_init__(self) -> None:
+        self.source = f"mcp:{self.server}/{self.remote_name}"
 
     def call(self, call: Mapping[str, Any], state: Any = None) -> ToolCallResult:
         """The answer to a call made outside an episode's session (:meth:`McpSession.tool`
@@ -103,9 +103,9 @@ class BoundMcpTool:
 
     def __init__(self, session: McpSession, tool: McpTool) -> None:
         self._session = session
-        self.name = tool.name
-        self.spec = tool.spec
-        self.source = tool.source
+        self.name: str = tool.name
+        self.spec: dict[str, Any] = tool.spec
+        self.source: str = tool.source
 
     def call(self, call: Mapping[str, Any], state: Any = None) -> ToolCallResult:
         return self._session.call(self.name, call)
@@ -567,7 +567,7 @@ class McpToolset:
         tools: list[McpTool] = []
         owner: dict[str, str] = {}
         for i, (server, remote) in enumerate(zip(self.servers, listed, strict=True)):
-            field = f"harness.mcp-servers[{i}]"
+            key = f"harness.mcp-servers[{i}]"
             by_name = {t.name: t for t in remote}
             if server.tools is not None:
                 for name in server.tools:
@@ -575,7 +575,7 @@ class McpToolset:
                         problems.append(Problem(
                             "error", "mcp-tool-missing",
                             f"MCP server {server.name!r} has no tool {name!r} (it has: "
-                            f"{', '.join(sorted(by_name)) or 'none'})", file="envhub.toml", field=f"{field}.tools",
+                            f"{', '.join(sorted(by_name)) or 'none'})", file="envhub.toml", field=f"{key}.tools",
                             hint="remove it from tools, or fix its spelling"))
                 chosen = [by_name[n] for n in server.tools if n in by_name]
             else:
@@ -585,7 +585,7 @@ class McpToolset:
                 if name in self.reserved:
                     problems.append(Problem(
                         "error", "mcp-tool-clash", f"the MCP tool name {name!r} of server {server.name!r} is the "
-                        "name of another tool of the harness", file="envhub.toml", field=f"{field}.prefix",
+                        "name of another tool of the harness", file="envhub.toml", field=f"{key}.prefix",
                         hint=f"set a prefix on the server (prefix = \"{server.name}_\"), or leave the tool out with "
                              "tools = [...]"))
                     continue
@@ -595,7 +595,7 @@ class McpToolset:
                         else f"server {server.name!r} (twice)"
                     problems.append(Problem(
                         "error", "mcp-tool-clash", f"the MCP tool name {name!r} is given by {where}",
-                        file="envhub.toml", field=f"{field}.prefix",
+                        file="envhub.toml", field=f"{key}.prefix",
                         hint=f"set a prefix on one of them (prefix = \"{server.name}_\"), or leave the tool out "
                              "with tools = [...]"))
                     continue
@@ -669,3 +669,9 @@ async def _start_all(connections: Sequence[_Connection]) -> None:
         await asyncio.gather(*(c.stop() for c in connections))
         raise failures[0]
 
+
+if TYPE_CHECKING:  # both have the interface of every tool an episode calls
+    from envhub.runtime._tools import ToolLike
+
+    _unbound: type[ToolLike] = McpTool
+    _bound: type[ToolLike] = BoundMcpTool
