@@ -304,10 +304,12 @@ class _Connection:
         """One tool call; every failure becomes an error answer with its fault."""
         from mcp import MCPError
 
+        # The model sees these messages: they never quote the server's stderr (its logs are
+        # the environment's business, and could hold what the model should not read).
         timeout = self.server.timeout_s
         if self.client is None:
-            return _error(call_id, tool.name, f"Error: {tool.name} failed: the {self.describe()} is not running"
-                                              f"{self.stderr_tail()}", fault="environment")
+            return _error(call_id, tool.name, f"Error: {tool.name} failed: the {self.describe()} is not running",
+                          fault="environment")
         try:
             result = await asyncio.wait_for(
                 self.client.call_tool(tool.remote_name, arguments, read_timeout_seconds=timeout), timeout + _GRACE_S)
@@ -324,7 +326,7 @@ class _Connection:
                 return _error(call_id, tool.name, f"Error: invalid arguments for {tool.name}: {e.error.message}")
             if e.code == CONNECTION_CLOSED:
                 return _error(call_id, tool.name, f"Error: {tool.name} failed: the {self.describe()} stopped "
-                                                  f"answering{self.stderr_tail()}", fault="environment")
+                                                  "answering", fault="environment")
             return _error(call_id, tool.name, f"Error: {tool.name} failed: {e.error.message}", fault="environment")
         except Exception as e:
             return _error(call_id, tool.name, f"Error: {tool.name} failed: {type(e).__name__}: {_describe(e)}",
