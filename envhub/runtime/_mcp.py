@@ -484,13 +484,22 @@ def _shutdown(runner_box: list[_LoopThread], live: set[_Connection],
     runner = runner_box.pop()
     owned = list(live)
     live.clear()
-    if not runner.loop.is_closed():
-        async def stop_all() -> None:
-            await asyncio.gather(*(c.stop() for c in owned))
+    if runner.loop.is_closed():
+        return
 
-        # Best effort: the loop is stopped below either way.
-        with contextlib.suppress(Exception):
-            runner.run(stop_all(), _STOP_S * 2)
+    async def stop_all(*, then_stop_loop: bool = False) -> None:
+        await asyncio.gather(*(c.stop() for c in owned))
+        if then_stop_loop:
+            runner.loop.stop()
+
+    if threading.current_thread() is runner.thread:
+        # Collected on the loop thread itself (a coroutine there dropped the last reference):
+        # it cannot wait for itself, so the stopping is scheduled, and the loop stops after it.
+        runner.loop.create_task(stop_all(then_stop_loop=True))
+        return
+    # Best effort: the loop is stopped below either way.
+    with contextlib.suppress(Exception):
+        runner.run(stop_all(), _STOP_S * 2)
     runner.stop()
 
 
