@@ -2,7 +2,7 @@
 
 ``[harness] builtin-tools`` names which of them an environment offers. Each is an ordinary
 tool of the tool-use protocol (its JSON schema comes from its signature and docstring) that
-receives the episode's :class:`envhub.sandbox.ShellWorkspace` as ``state``. Whatever goes
+receives the episode's :class:`envhub.sandbox.ShellWorkspace` as ``state`` (``State[...]``). Whatever goes
 wrong comes back as the tool's output, starting with ``Error:``; nothing raises into the
 episode. Every command and file operation happens inside the sandbox.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from envhub.runtime._tools import Tool, make_tool
+from envhub.runtime._tools import State, Tool, make_tool
 
 __all__ = ["BUILTIN_TOOL_FUNCTIONS", "builtin_tools"]
 
@@ -22,7 +22,7 @@ def _error(e: Exception) -> str:
     return f"Error: {message}"
 
 
-async def bash(command: str, state: Any) -> str:
+async def bash(command: str, state: State[Any]) -> str:
     """Run a shell command in the workspace and return its output and exit code.
 
     The working directory and exported variables carry over to the next command; background
@@ -38,7 +38,7 @@ async def bash(command: str, state: Any) -> str:
     return str(result.observation())
 
 
-async def read_file(path: str, state: Any) -> str:
+async def read_file(path: str, state: State[Any]) -> str:
     """Read a text file of the workspace.
 
     Args:
@@ -50,7 +50,7 @@ async def read_file(path: str, state: Any) -> str:
         return _error(e)
 
 
-async def write_file(path: str, content: str, state: Any) -> str:
+async def write_file(path: str, content: str, state: State[Any]) -> str:
     """Write a text file in the workspace, replacing it if it exists (parent directories are made).
 
     Args:
@@ -64,7 +64,7 @@ async def write_file(path: str, content: str, state: Any) -> str:
     return f"Wrote {len(content.encode('utf-8'))} bytes to {path}"
 
 
-async def edit_file(path: str, old: str, new: str, state: Any) -> str:
+async def edit_file(path: str, old: str, new: str, state: State[Any]) -> str:
     """Replace one exact piece of text in a file of the workspace.
 
     Args:
@@ -79,7 +79,7 @@ async def edit_file(path: str, old: str, new: str, state: Any) -> str:
     return f"Edited {path}"
 
 
-async def list_files(state: Any, path: str = ".") -> str:
+async def list_files(state: State[Any], path: str = ".") -> str:
     """List the files under a directory of the workspace, two levels deep (directories end with '/').
 
     Args:

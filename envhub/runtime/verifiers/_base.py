@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from envhub.errors import EnvhubError
 from envhub.runtime._types import Score, Task, Trajectory
@@ -86,22 +86,26 @@ class Verifier:
 
     kind: ClassVar[str] = ""
 
-    def score(self, task: Task, trajectory: Trajectory, *, state: Any = None,
-              context: ScoringContext | None = None) -> Score:
-        """Score ``trajectory`` on ``task``; ``state`` is the episode's state object, if any;
-        ``context`` what this call knows about the run (the policy's model), if anything.
+    # ``score`` and ``ascore`` are declared without ``context``, so a kind written before
+    # ScoringContext still type-checks as an override; a kind that wants the context adds
+    # ``context: ScoringContext | None = None`` (a compatible override), and envhub passes it
+    # to every method that takes it (score_with, ascore_with).
+
+    def score(self, task: Task, trajectory: Trajectory, *, state: Any = None) -> Score:
+        """Score ``trajectory`` on ``task``; ``state`` is the episode's state object, if any.
+        A kind that declares ``context: ScoringContext | None = None`` also gets what this
+        call knows about the run (the policy's model).
 
         Raises :class:`VerifierError` (or a subclass) when the verifier cannot score, and
-        :class:`envhub.errors.UsageError` when it refuses to score for ``context`` (an
+        :class:`envhub.errors.UsageError` when it refuses to score for the context (an
         llm-judge asked to grade its own model's work).
         """
         raise NotImplementedError
 
-    async def ascore(self, task: Task, trajectory: Trajectory, *, state: Any = None,
-                     context: ScoringContext | None = None) -> Score:
+    async def ascore(self, task: Task, trajectory: Trajectory, *, state: Any = None) -> Score:
         """The same as :meth:`score`, for an event loop. Verifiers that wait on I/O (a
         subprocess, an HTTP endpoint) override this so they never block the loop."""
-        return score_with(self, task, trajectory, state=state, context=context)
+        return self.score(task, trajectory, state=state)
 
     def check_context(self, context: ScoringContext) -> None:
         """Raise :class:`envhub.errors.UsageError` when every call scored for ``context``
@@ -144,15 +148,19 @@ def score_with(verifier: Verifier, task: Task, trajectory: Trajectory, *, state:
     """``verifier.score(...)`` with ``context`` when its class takes it; a verifier kind
     written before :class:`ScoringContext` (no ``context`` keyword) is called without it."""
     if context is not None and _takes_context(type(verifier), "score"):
-        return verifier.score(task, trajectory, state=state, context=context)
+        return cast(Any, verifier).score(task, trajectory, state=state, context=context)  # type: ignore[no-any-return]
     return verifier.score(task, trajectory, state=state)
 
 
 async def ascore_with(verifier: Verifier, task: Task, trajectory: Trajectory, *, state: Any = None,
                       context: ScoringContext | None = None) -> Score:
     """:func:`score_with` for ``verifier.ascore``."""
-    if context is not None and _takes_context(type(verifier), "ascore"):
-        return await verifier.ascore(task, trajectory, state=state, context=context)
+    if context is not None:
+        if type(verifier).ascore is Verifier.ascore:  # the default: score, with the context if it takes it
+            return score_with(verifier, task, trajectory, state=state, context=context)
+        if _takes_context(type(verifier), "ascore"):
+            return await cast(Any, verifier).ascore(  # type: ignore[no-any-return]
+                task, trajectory, state=state, context=context)
     return await verifier.ascore(task, trajectory, state=state)
 
 
