@@ -13,6 +13,7 @@ from envhub.manifest import Manifest
 from envhub.runtime._code import CodeSpace
 from envhub.runtime._episode import Episode
 from envhub.runtime._harness import Harness, HarnessSetup
+from envhub.runtime._mcp import McpToolset
 from envhub.runtime._protocols import SplitInfo
 from envhub.runtime._spec_tools import load_spec_tools
 from envhub.runtime._state import StateFactory, StateHandle, make_state_factory
@@ -71,6 +72,16 @@ class Environment:
         if section.spec_tools:
             tools.extend(load_spec_tools(section.spec_tools, root, code.load, params=params))
         _refuse_clashes(tools)
+        #: The MCP servers of [[harness.mcp-servers]]; their tools join the harness's (spec 10.2).
+        self.mcp: McpToolset | None = None
+        if section.mcp_servers:
+            self.mcp = McpToolset(section.mcp_servers, root=root, trusted=code.trusted, trust_hint=code.trust_hint,
+                                  env_name=self.name, reserved=[tool.name for tool in tools])
+            try:
+                tools.extend(self.mcp.tools())  # starts each server once, to list its tools
+            except BaseException:
+                self.mcp.close()
+                raise
         setup = HarnessSetup(section=section, root=root, prompt_field=manifest.tasks.prompt_field, tools=tools,
                              responder=code.load(section.responder) if section.responder else None,
                              params=manifest.config.params, owner=self)
@@ -218,6 +229,8 @@ class Environment:
         states, self._shared_states = self._shared_states, {}
         for handle in states.values():
             handle.release()
+        if self.mcp is not None:
+            self.mcp.close()
 
     def __enter__(self) -> Self:
         return self

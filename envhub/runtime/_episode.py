@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, Self, TypeVar
 
 from envhub.errors import UsageError
 from envhub.runtime._harness import Harness, TaskHarness, as_reply
+from envhub.runtime._mcp import McpSession, McpTool, McpToolset
 from envhub.runtime._state import StateHandle
 from envhub.runtime._tools import ToolCallResult, ToolLike, unknown_tool
 from envhub.runtime._types import (
@@ -58,6 +59,8 @@ class EpisodeHost(Protocol):
     :class:`~envhub.runtime.Environment` is the implementation."""
 
     harness: Harness
+    #: The MCP servers of the harness, or None (spec 10.2).
+    mcp: McpToolset | None
     _state_spec: StateSection
     _tool_error_rate: float
 
@@ -88,7 +91,7 @@ class Episode:
 
     __slots__ = ("env", "task", "seed", "scoring", "messages", "turns", "done", "score", "tool_errors",
                  "environment_faults", "turn_rewards", "outcome", "ended_by", "_state", "_started", "_rng",
-                 "_prompt_len", "truncated", "_task_harness")
+                 "_prompt_len", "truncated", "_task_harness", "_mcp")
 
     def __init__(self, env: EpisodeHost, task: Task, *, seed: int | None = None,
                  scoring: ScoringContext | None = None) -> None:
@@ -113,6 +116,8 @@ class Episode:
         self._rng: random.Random | None = None
         self._prompt_len = 0
         self._task_harness: TaskHarness | None = None
+        #: The episode's MCP servers (spec 10.2), open from reset to the episode's end.
+        self._mcp: McpSession | None = None
 
     # -- the sync API -------------------------------------------------------------------
 
@@ -120,6 +125,8 @@ class Episode:
         """Start (or restart) the episode: fresh state, the system and task prompts."""
         self._release_state()
         self._state = self.env._acquire_state(self.task)
+        if self.env.mcp is not None:
+            self._mcp = self.env.mcp.open()
         return self._start()
 
     def _start(self) -> Observation:
@@ -176,6 +183,8 @@ class Episode:
         starts on this one."""
         await self._arelease_state()
         self._state = await self.env._aacquire_state(self.task)
+        if self.env.mcp is not None:
+            self._mcp = await self.env.mcp.aopen()
         return self._start()
 
     async def astep(self, action: Action) -> StepResult:
@@ -199,6 +208,7 @@ class Episode:
         score = await self._here(self.env.ascore(self.task, Trajectory(self.messages), state=self.state,
                                                  context=self.scoring))
         result = self._finish(score, info, release=False)
+        await self._aclose_mcp()
         if self.env._state_spec.reset == "per-episode":
             await self._arelease_state()
         return result
@@ -367,6 +377,8 @@ class Episode:
         tool = tools.get(str((call.get("function") or {}).get("name") or ""))
         if tool is None:
             return unknown_tool(call, list(tools.values()))
+        if isinstance(tool, McpTool) and self._mcp is not None:
+            tool = self._mcp.tool(tool.name)  # the tool bound to this episode's servers
         if self._noise():
             return ToolCallResult({"role": "tool", "tool_call_id": call.get("id", ""), "name": tool.name,
                                    "content": _NOISE_ERROR}, error=_NOISE_ERROR)
@@ -393,8 +405,10 @@ class Episode:
     def _finish(self, score: Score, info: dict[str, Any], *, release: bool = True) -> StepResult:
         self.done = True
         self.score = score
-        if release and self.env._state_spec.reset == "per-episode":
-            self._release_state()
+        if release:
+            self._close_mcp()  # the episode's MCP servers stop when it ends
+            if self.env._state_spec.reset == "per-episode":
+                self._release_state()
         info["breakdown"] = dict(score.breakdown)
         if score.error is not None:
             info["error"] = score.error
@@ -402,12 +416,24 @@ class Episode:
             info["truncated"] = True
         return StepResult(self.observation(), score.reward, True, info, self.turn_rewards[-1])
 
+    def _close_mcp(self) -> None:
+        mcp, self._mcp = self._mcp, None
+        if mcp is not None:
+            mcp.close()
+
+    async def _aclose_mcp(self) -> None:
+        mcp, self._mcp = self._mcp, None
+        if mcp is not None:
+            await mcp.aclose()
+
     def _release_state(self) -> None:
+        self._close_mcp()
         if self._state is not None and self.env._state_spec.reset == "per-episode":
             self._state.release()
         self._state = None
 
     async def _arelease_state(self) -> None:
+        await self._aclose_mcp()
         state, self._state = self._state, None
         if state is not None and self.env._state_spec.reset == "per-episode":
             await state.arelease()
