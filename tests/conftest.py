@@ -158,6 +158,22 @@ def openai_server():  # type: ignore[no-untyped-def]
 #: they run envhub or pip in subprocesses, build bundles, venvs or wheels, start servers, or
 #: generate datasets. Add a test here when it takes more than about a second.
 SLOW: tuple[str, ...] = (
+    # test_mcp_tools.py: MCP servers are real processes, 1-6 s each to start and stop
+    "test_mcp_tools.py::test_eval_the_example_with_a_model_on_the_local_openai_server",
+    "test_mcp_tools.py::test_closing_the_toolset_reaps_sessions_left_open",
+    "test_mcp_tools.py::test_a_server_that_crashes_mid_episode",
+    "test_mcp_tools.py::test_a_session_dropped_without_close_stops_its_server",
+    "test_mcp_tools.py::test_episode_scope_gives_each_episode_a_fresh_server",
+    "test_mcp_tools.py::test_tools_bound_to_a_session_call_like_python_tools",
+    "test_mcp_tools.py::test_a_server_that_never_answers_the_handshake",
+    "test_mcp_tools.py::test_a_call_that_outlasts_timeout_s_is_the_environments_fault",
+    "test_mcp_tools.py::test_async_api_across_tasks",
+    "test_mcp_tools.py::test_a_session_lives_across_two_asyncio_runs",
+    "test_mcp_tools.py::test_allowlist_offers_only_the_listed_tools",
+    "test_mcp_tools.py::test_a_prefix_resolves_the_clash",
+    "test_mcp_tools.py::test_closing_a_session_reaps_its_servers",
+    "test_mcp_tools.py::test_a_server_killed_with_sigkill",
+    "test_mcp_tools.py::test_stdio_server_runs_in_the_bundle_directory_with_its_env",
     # test_archive_integrity.py: 66 s
     "test_archive_integrity.py::test_heldout_archive_of_another_environment_or_version",  # 23.3 s
     "test_archive_integrity.py::test_malformed_record",  # 8.2 s
