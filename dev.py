@@ -44,7 +44,7 @@ EDITABLE = [".", "./registry", "./plugins/envhub-reasoning-gym"]
 #: distributions' runtime dependencies); ``dev`` adds the ``dev`` extra (tests, linters).
 LOCK_INPUTS = {
     "dev": ["-e .[dev]", "-e ./registry", "-e ./plugins/envhub-reasoning-gym"],
-    "demo": ["-e .", "-e ./registry", "-e ./plugins/envhub-reasoning-gym"],
+    "demo": ["-e .[mcp]", "-e ./registry", "-e ./plugins/envhub-reasoning-gym"],
 }
 #: The sets a set-up of each kind leaves installed (the dev lock holds the demo's packages too).
 COVERS = {"dev": ["demo", "dev"], "demo": ["demo"]}
