@@ -425,3 +425,78 @@ def test_a_served_environment_carries_turn_rewards_and_withholds_them_mid_episod
                 assert (record.ended_by, record.outcome) == ("environment", "win")
     finally:
         server.stop()
+
+
+ASYNC_STATE = '''
+import asyncio
+import pathlib
+import threading
+
+from envhub.runtime import State
+
+
+def note(*event):
+    with open(pathlib.Path(__file__).parent / "events.txt", "a") as f:  # the bundle's copy, under tmp_path
+        f.write(" ".join(map(str, event)) + "\\n")
+
+
+class Counter:
+    async def reset(self, task):
+        await asyncio.sleep(0)  # a real await: a coroutine never awaited does not get here
+        self.count = 0
+        note("reset")
+
+    async def close(self):
+        await asyncio.sleep(0)
+        note("close")
+
+
+def bump(counter: State[Counter]) -> str:
+    """Count one."""
+    counter.count += 1
+    return str(counter.count)
+
+
+def respond(task, messages, *, state):
+    return None
+
+
+def verify(task, trajectory, state):
+    # A sync verifier runs in a worker thread under asyncio, not on the loop's.
+    try:
+        asyncio.get_running_loop()
+        on_loop = True
+    except RuntimeError:
+        on_loop = False
+    note("verify", on_loop, threading.current_thread() is threading.main_thread())
+    return 1.0 if state.count == 2 else 0.0
+'''
+
+
+@pytest.mark.parametrize("reset", ["per-episode", "per-task"])
+def test_async_state_hooks_and_a_sync_verifier_off_the_loop(tmp_path: Path, reset: str) -> None:
+    root = scaffold(tmp_path, protocol="tool-use")
+    (root / "demo" / "game.py").write_text(ASYNC_STATE, encoding="utf-8")
+    set_table(root, "harness", 'protocol = "tool-use"\nmax-turns = 4\ntools = ["demo.game:bump"]')
+    set_table(root, "state", f'kind = "python"\nentry-point = "demo.game:Counter"\nreset = "{reset}"')
+    set_table(root, "verifier", 'kind = "python"\nentry-point = "demo.game:verify"')
+
+    async def play(env: Any) -> float | None:
+        async with env.episode(next(iter(env.tasks("train")))) as ep:
+            await ep.areset()
+            await ep.astep(turn(call("bump")))
+            await ep.astep(turn(call("bump")))
+            return (await ep.astep("done")).reward
+
+    env = envhub.load(root, trust_code=True)
+    with env:
+        assert asyncio.run(play(env)) == 1.0
+        # The sync API runs the async hooks to completion too.
+        with env.episode(next(iter(env.tasks("train")))) as ep:
+            ep.reset()
+            ep.step(turn(call("bump")))
+    events = (root / "demo" / "events.txt").read_text().splitlines()
+    made = 2 if reset == "per-episode" else 1  # per-task: the second episode shares the first's
+    assert events.count("reset") == made and events.count("close") == made
+    verify = [e for e in events if e.startswith("verify")]
+    assert verify == ["verify False False"]  # a worker thread, with no loop: the loop was not blocked

@@ -210,9 +210,19 @@ class Environment:
 
     async def _aacquire_state(self, task: Task) -> StateHandle:
         """:meth:`_acquire_state` for an event loop: states that live on a loop start on this one."""
-        if self._state_spec.reset == "per-episode":
+        reset = self._state_spec.reset
+        if reset == "per-episode":
             return await self._state_factory.anew(task)
-        return self._acquire_state(task)
+        key = (task.split, task.id) if reset == "per-task" else None
+        handle = self._shared_states.get(key)
+        if handle is None:
+            made = await self._state_factory.anew(task)
+            handle = self._shared_states.get(key)
+            if handle is None:
+                handle = self._shared_states[key] = made
+            else:  # another episode made it while this one awaited: keep the first
+                await made.arelease()
+        return handle
 
     def _acquire_state(self, task: Task) -> StateHandle:
         reset = self._state_spec.reset

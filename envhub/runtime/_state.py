@@ -137,16 +137,44 @@ class _Python(StateFactory):
         self._kwargs: dict[str, Any] = {"params": _read_only(params)} if _takes(factory, "params") else {}
 
     def new(self, task: Task) -> StateHandle:
+        """A new state; an ``async def`` ``reset`` or ``close`` is run to completion (use
+        :meth:`anew` in an event loop)."""
         state = self.factory(**self._kwargs)
         reset = getattr(state, "reset", None)
+        replaced = reset(task) if callable(reset) else None
+        if inspect.isawaitable(replaced):
+            replaced = asyncio.run(_awaited(replaced))
+        return self._handle(state, replaced)
+
+    async def anew(self, task: Task) -> StateHandle:
+        """:meth:`new` for an event loop: an ``async def`` ``reset`` is awaited, a plain one
+        runs in a worker thread (a slow set-up does not hold up other episodes)."""
+        state = self.factory(**self._kwargs)
+        reset = getattr(state, "reset", None)
+        replaced: Any = None
         if callable(reset):
-            replaced = reset(task)
-            # reset() may return the object tools should see; None means "this instance".
-            value = state if replaced is None else replaced
-        else:
-            value = state
+            if inspect.iscoroutinefunction(reset):
+                replaced = await reset(task)
+            else:
+                replaced = await asyncio.to_thread(reset, task)
+                if inspect.isawaitable(replaced):
+                    replaced = await replaced
+        return self._handle(state, replaced)
+
+    @staticmethod
+    def _handle(state: Any, replaced: Any) -> StateHandle:
+        # reset() may return the object tools should see; None means "this instance".
+        value = state if replaced is None else replaced
         close = getattr(state, "close", None)
-        return StateHandle(value, close if callable(close) else None)
+        if not callable(close):
+            return StateHandle(value)
+        if inspect.iscoroutinefunction(close):
+            return StateHandle(value, lambda: asyncio.run(close()), close)
+        return StateHandle(value, close)
+
+
+async def _awaited(awaitable: Awaitable[Any]) -> Any:
+    return await awaitable
 
 
 class _TaskSnapshots(StateFactory):

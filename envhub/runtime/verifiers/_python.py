@@ -142,11 +142,15 @@ class PythonEntryPointVerifier(Verifier):
 
     async def ascore(self, task: Task, trajectory: Trajectory, *, state: Any = None,
                      context: ScoringContext | None = None) -> Score:
-        """Awaits an async function; calls a sync one directly, on the loop's thread, since
-        episode state (a sqlite3 connection) is bound to the thread that made it."""
-        result = self.fn(**self._kwargs(task, trajectory, state))
-        if inspect.isawaitable(result):
-            result = await result
+        """Awaits an async function; runs a sync one in a worker thread, so a slow check does
+        not hold up the other episodes on the loop (episode state is made for use from worker
+        threads: tools run there too)."""
+        if self.is_async:
+            result = await self.fn(**self._kwargs(task, trajectory, state))
+        else:
+            result = await asyncio.to_thread(self.fn, **self._kwargs(task, trajectory, state))
+            if inspect.isawaitable(result):
+                result = await result
         return _to_score(result, self.entry_point, task)
 
     def _refuse_inside_loop(self, pending: Any = None) -> None:
