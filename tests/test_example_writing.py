@@ -2,8 +2,10 @@
 its grade is weighted, that it never grades its own model), and the whole bundle checked,
 tested and evaluated against a judge on a local OpenAI-compatible server.
 
-The judge here is scripted: it reads the brief's requirements from the prompt it is sent
-and gives 10 when the response meets the ones it can check, 2 otherwise. That makes the
+The judge is an inspect-style graded one: its whole prompt is the bundle's template
+(prompts/grade.j2) and its reply ends with GRADE: C, P or I, read by the declared verdict. Here
+it is scripted: it reads the brief's requirements from the prompt it is sent and grades C when
+the response meets the ones it can check, P otherwise, I when it is empty. That makes the
 grades deterministic while still depending on what the judge was actually sent."""
 
 from __future__ import annotations
@@ -35,20 +37,24 @@ RUBRIC = (WRITING / "prompts" / "rubric.md").read_text(encoding="utf-8").strip()
 
 
 def sections(request: Request) -> dict[str, str]:
-    """The parts of the judge's user message, by heading: Task, Reference answer, Response to grade."""
-    user = request.messages[-1]["content"]
-    parts = re.split(r"(?:^|\n\n)# (Task|Reference answer|Response to grade)\n", user)
+    """The parts of the judge's one message (the rendered prompts/grade.j2), by heading: Rubric,
+    Task, Reference answer, Response to grade, Your grade."""
+    [message] = request.messages
+    assert message["role"] == "user"
+    parts = re.split(r"\n\n# (Rubric|Task|Reference answer|Response to grade|Your grade)\n", message["content"])
     return dict(zip(parts[1::2], parts[2::2], strict=True))
 
 
 def scripted_judge(request: Request) -> str:
-    """Grade as a strict but literal judge would from what it was sent: 10 when the response
+    """Grade as a strict but literal judge would from what it was sent: C when the response
     keeps to the brief's stated length (give or take 10%: it counts loosely) and uses every
-    phrase the brief asks for and none it forbids; 2 otherwise; 0 for an empty response."""
+    phrase the brief asks for and none it forbids; P otherwise; I for an empty response. It
+    reasons first and ends with the grade line, as the template asks."""
     parts = sections(request)
+    assert parts["Rubric"] == RUBRIC
     brief, response = parts["Task"], parts["Response to grade"]
     if not response.strip():
-        return json.dumps({"score": 0, "reasoning": "The response is empty."})
+        return "The response is empty.\nGRADE: I"
     problems = []
     length = re.search(r"^- Between (\d+) and (\d+) words\.$", brief, re.M)
     assert length, "the brief states its length"
@@ -63,8 +69,8 @@ def scripted_judge(request: Request) -> str:
     if re.search(r"^- Do not use exclamation marks\.$", brief, re.M) and "!" in response:
         problems.append("an exclamation mark")
     if problems:
-        return json.dumps({"score": 2, "reasoning": "Misses the brief: " + "; ".join(problems)})
-    return json.dumps({"score": 10, "reasoning": "Meets the brief."})
+        return "Misses the brief: " + "; ".join(problems) + ".\nGRADE: P"
+    return "Faithful, fit for the reader, well written.\nGRADE: C"
 
 
 @pytest.fixture
@@ -161,33 +167,72 @@ def test_the_reference_scores_1_and_the_judge_is_sent_rubric_task_and_response(e
     [request] = judge.requests
     assert request.model == JUDGE and request.json["temperature"] == 0.0
     assert request.authorization is None  # no key is sent to a local endpoint that needs none
-    system, user = request.messages
-    assert system["role"] == "system" and f"# Rubric\n{RUBRIC}\n" in system["content"]
-    assert user["content"] == (f"# Task\n{task.prompt}\n\n# Reference answer\n{task['reference']}\n\n"
-                               f"# Response to grade\n{task['reference']}")
+    # The judge's whole prompt is prompts/grade.j2 rendered: the task's kind, prompt and
+    # reference, the completion and the rubric, and how to answer; no system message.
+    assert request.messages == [{"role": "user", "content": (
+        "You are an experienced editor grading a piece of writing done to a brief (a email).\n\n"
+        f"# Rubric\n{RUBRIC}\n\n# Task\n{task.prompt}\n\n# Reference answer\n{task['reference']}\n\n"
+        f"# Response to grade\n{task['reference']}\n\n# Your grade\n"
+        "Reason step by step about the response: first whether it is faithful to the facts in the task, then "
+        "whether it does its job for its reader, then how well it is written. Then end your reply with a line "
+        "that is exactly GRADE: C, GRADE: P or GRADE: I.\n")}]
     # The judge sees the brief, not the system prompt the writer got.
-    assert "You are a careful writer" not in user["content"]
+    assert "You are a careful writer" not in request.messages[0]["content"]
 
 
 def test_a_poor_answer_scores_below_1(env: Environment) -> None:
     task = dev_task(env, "product-description")
     score = env.score(task, "A great product! You will love it. Buy one today!")
     assert score.reward == 0.0
-    assert score.breakdown == {"requirements": 0.0, "quality": 0.2}
+    assert score.breakdown == {"requirements": 0.0, "quality": 0.5}
     assert score.info["requirements"]["unmet"] == ["10 words, not between 50 and 80", 'does not use "drainage holes"',
                                                    'does not use "western red cedar"', 'uses "!" (2x)']
+    assert score.info["quality"]["score"] == "P"
     assert score.info["quality"]["reasoning"] == ("Misses the brief: 10 words; missing 'drainage holes'; missing "
-                                                  "'western red cedar'; an exclamation mark")
+                                                  "'western red cedar'; an exclamation mark.\nGRADE: P")
 
 
-def test_the_judge_grade_is_weighted_4_to_1_once_the_requirements_are_met(env: Environment,
-                                                                         judge: OpenAIServer) -> None:
-    judge.script = lambda request: '{"score": 6, "reasoning": "Accurate but flat."}'
+@pytest.mark.parametrize(("reply", "quality"), [
+    ("Accurate but flat.\nGRADE: C", 1.0),
+    ("Accurate but flat.\nGRADE: P", 0.5),
+    ("Invents a price.\nGRADE: I", 0.0),
+], ids=["C", "P", "I"])
+def test_the_judge_grade_is_weighted_4_to_1_once_the_requirements_are_met(env: Environment, judge: OpenAIServer,
+                                                                         reply: str, quality: float) -> None:
+    judge.script = lambda request: reply
     task = dev_task(env)
     score = env.score(task, task["reference"])
-    assert score.breakdown == {"requirements": 1.0, "quality": 0.6}
-    assert score.reward == pytest.approx((1 + 4 * 0.6) / 5)
+    assert score.error is None
+    assert score.breakdown == {"requirements": 1.0, "quality": quality}
+    assert score.reward == pytest.approx((1 + 4 * quality) / 5)
     assert score.info["quality"]["judge_model"] == JUDGE
+
+
+@pytest.mark.parametrize("reply", [
+    '{"score": 10, "reasoning": "Meets the brief."}',  # the 1.0.0 judge's answer format
+    "Meets the brief. Grade: C",                        # not the line the template asks for
+    "GRADE: A",                                         # a grade that is not C, P or I
+], ids=["json-score", "lower-case", "unknown-grade"])
+def test_a_reply_the_verdict_cannot_read_grades_0(env: Environment, judge: OpenAIServer, reply: str) -> None:
+    judge.script = lambda request: reply
+    task = dev_task(env)
+    score = env.score(task, task["reference"])
+    assert score.breakdown == {"requirements": 1.0, "quality": 0.0}
+    assert score.reward == pytest.approx(1 / 5)
+    assert score.info["quality"]["reply"] == reply
+
+
+@pytest.mark.xfail(strict=True, reason="the rubric verifier drops its criteria's Score.error (_rubric.py _combine)")
+@pytest.mark.parametrize("reply", ["GRADE: A", "Meets the brief. Grade: C"], ids=["unknown-grade", "lower-case"])
+def test_a_reply_the_verdict_cannot_read_scores_0_with_an_error(env: Environment, judge: OpenAIServer,
+                                                                reply: str) -> None:
+    judge.script = lambda request: reply
+    task = dev_task(env)
+    score = env.score(task, task["reference"])
+    assert score.reward == pytest.approx(1 / 5)
+    assert score.error is not None
+    assert ("llm-judge 'gpt-4o-2024-08-06': the judge's reply has no match for verdict.regex 'GRADE: ([CPI])'; "
+            f"the reply: {reply!r}") in score.error
 
 
 def test_the_policy_model_never_judges_its_own_writing(env: Environment, judge: OpenAIServer, tmp_path: Path,
@@ -230,7 +275,7 @@ def test_validate_check_and_the_pytest_plugin_pass_against_a_judge_server(judge:
     environ = {"OPENAI_BASE_URL": judge.base_url}
     result = run_envhub("validate", "--strict", "--check", "--trust", str(WRITING), env=environ)
     assert result.code == 0, result.out + result.err
-    assert result.out.strip() == (f"valid: envhub-examples/writing 1.0.0 ({WRITING}): 3 split(s), 52 task(s); "
+    assert result.out.strip() == (f"valid: envhub-examples/writing 1.0.1 ({WRITING}): 3 split(s), 52 task(s); "
                                   "--check played 156 episode(s) on 52 task(s), 52 with a reference")
     # Each task: the reference twice (1.0, and deterministic) and an empty reply (below 1.0).
     assert len(judge_requests(judge)) == 52 * 3
