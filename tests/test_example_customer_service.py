@@ -81,6 +81,69 @@ def test_eleven_tools_and_the_address_state_is_the_models(env: Environment) -> N
     assert all("db" not in f["parameters"]["properties"] for f in functions.values())
 
 
+TOOL_NAMES = {"find_customer_by_email", "find_customer_by_name_zip", "get_customer", "get_order", "get_item",
+              "list_product_variants", "cancel_order", "return_items", "exchange_items", "modify_order_address",
+              "transfer_to_human"}
+SPEC_TOOLS = ("list_product_variants", "transfer_to_human")
+
+
+def tool_call(name: str, arguments: Any) -> dict[str, Any]:
+    """One assistant turn calling ``name``; ``arguments`` as sent (a string is sent as is)."""
+    sent = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    return {"role": "assistant", "content": None,
+            "tool_calls": [{"id": "x", "type": "function", "function": {"name": name, "arguments": sent}}]}
+
+
+def test_the_tool_set_is_nine_from_signatures_and_two_from_spec_files(env: Environment) -> None:
+    names = [spec["function"]["name"] for spec in env.tool_specs]
+    assert set(names) == TOOL_NAMES and len(names) == 11
+    # The spec tools are offered exactly as their JSON files are written, in the OpenAI form.
+    offered = {spec["function"]["name"]: spec for spec in env.tool_specs}
+    for name in SPEC_TOOLS:
+        assert offered[name] == json.loads((CS / "tools" / f"{name}.json").read_text(encoding="utf-8"))
+    # Their handlers' State[...] parameter (db) is injected, not in the schema.
+    assert list(offered["list_product_variants"]["function"]["parameters"]["properties"]) == ["product"]
+
+
+@pytest.mark.parametrize(("arguments", "error"), [
+    ({"product": ""}, "at $.product: '' should be non-empty"),
+    ({"product": 3}, "at $.product: 3 is not of type 'string'"),
+    ({}, "at $: 'product' is a required property"),
+    ({"product": "T-shirt", "size": "M"}, "at $: Additional properties are not allowed ('size' was unexpected)"),
+], ids=["empty-string", "wrong-type", "missing", "extra-property"])
+def test_a_call_the_spec_refuses_is_the_models_mistake(env: Environment, arguments: dict[str, Any],
+                                                       error: str) -> None:
+    with env.episode(env.tasks("train")[0]) as episode:
+        episode.reset()
+        result = episode.step(tool_call("list_product_variants", arguments))
+        assert result.info["tool_errors"] == [f"Error: invalid arguments for list_product_variants: {error}"]
+        assert not result.done and episode.environment_faults == 0  # the model's, not the environment's
+
+
+def test_a_call_the_spec_accepts_reaches_the_handler_with_the_database(env: Environment) -> None:
+    """Positive control: the same tool with valid arguments runs its handler on the episode's
+    database (injected through State[sqlite3.Connection]); a handler that raises is the
+    environment's fault, as for a tool declared by its signature."""
+    with env.episode(env.tasks("train")[0]) as episode:
+        episode.reset()
+        result = episode.step(tool_call("list_product_variants", {"product": "t-shirt"}))
+        variants = json.loads(result.info["tool_results"][0])
+        assert {v["product"] for v in variants} == {"T-shirt"} and len(variants) > 1
+        assert episode.environment_faults == 0
+        result = episode.step(tool_call("list_product_variants", {"product": "Sofa"}))
+        assert result.info["tool_errors"][0].startswith("Error: LookupError: no product 'Sofa'; the products are: ")
+        assert episode.environment_faults == 1
+
+
+def test_a_transfer_with_an_empty_summary_is_refused_and_ends_nothing(env: Environment) -> None:
+    with env.episode(env.tasks("dev")[2]) as episode:
+        episode.reset()
+        result = episode.step(tool_call("transfer_to_human", {"summary": ""}))
+        assert result.info["tool_errors"] == [
+            "Error: invalid arguments for transfer_to_human: at $.summary: '' should be non-empty"]
+        assert not result.done and episode.ended_by is None
+
+
 def test_the_address_state_reaches_the_database_and_rules_are_enforced(env: Environment) -> None:
     task = env.tasks("train")[4]  # cs-train-05: re-address #W1004
     with env.episode(task) as episode:
