@@ -3,11 +3,13 @@
 Episodes run through the Python API on the real bundle (its generator, its python state,
 its move tool, its verifier): the per-step turn_reward, the win that ends the episode (and
 a second call in the same turn that is not run), the losses (a trap, the lamp running out),
-and an ``envhub eval`` of the reference whose records and summary carry the returns."""
+and ``envhub eval`` runs whose records and summary carry the returns: of the reference, and
+of a model on the local OpenAI-compatible server that plays from the boards it is shown."""
 
 from __future__ import annotations
 
 import json
+from collections import deque
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ import pytest
 import envhub
 from envhub.runtime import Environment, Task
 from tests.conftest import run_envhub
+from tests.openai_server import OpenAIServer, Request
 
 GRID = Path(__file__).resolve().parents[1] / "example_envs" / "grid-game"
 
@@ -147,3 +150,73 @@ def test_eval_of_the_reference_records_turn_rewards_and_the_mean_return(tmp_path
 def test_validate_check() -> None:
     result = run_envhub("validate", "--strict", "--check", "--trust", str(GRID))
     assert result.code == 0, result.err
+
+
+# --- a model on the local OpenAI-compatible server ---------------------------------------------
+
+STEPS = {"north": (-1, 0), "south": (1, 0), "east": (0, 1), "west": (0, -1)}
+
+
+def shortest_first_move(board: list[str]) -> str:
+    """The first move of a shortest path from '@' to '$' that steps on no wall or trap."""
+    cells = {(r, c): ch for r, line in enumerate(board) for c, ch in enumerate(line)}
+    start = next(p for p, ch in cells.items() if ch == "@")
+    first: dict[tuple[int, int], str | None] = {start: None}
+    queue = deque([start])
+    while queue:
+        here = queue.popleft()
+        if cells[here] == "$":
+            move = first[here]
+            assert move is not None
+            return move
+        for name, (dr, dc) in STEPS.items():
+            there = (here[0] + dr, here[1] + dc)
+            if cells.get(there, "#") not in "#^" and there not in first:
+                first[there] = first[here] or name
+                queue.append(there)
+    raise AssertionError(f"no path on {board}")
+
+
+def board_shown(request: Request) -> list[str]:
+    """The board in the newest message that shows one (the prompt, then each move's result)."""
+    for message in reversed(request.messages):
+        lines = [line for line in str(message.get("content") or "").splitlines()
+                 if line and set(line) <= set(".#^$@")]
+        if lines:
+            return lines
+    raise AssertionError("no board in the conversation")
+
+
+def player(request: Request) -> dict[str, Any]:
+    """A model that reads the board it was last shown and moves one square along a shortest path."""
+    assert [t["function"]["name"] for t in request.tools or []] == ["move"]
+    turn = sum(1 for m in request.messages if m["role"] == "assistant")
+    direction = shortest_first_move(board_shown(request))
+    return {"role": "assistant", "content": None, "tool_calls": [
+        {"id": f"call_{turn}", "type": "function",
+         "function": {"name": "move", "arguments": json.dumps({"direction": direction})}}]}
+
+
+def test_eval_of_a_model_that_plays_from_the_boards_it_is_shown(openai_server: OpenAIServer, env: Environment,
+                                                                tmp_path: Path) -> None:
+    openai_server.script = player
+    out = tmp_path / "grid.jsonl"
+    result = run_envhub("eval", str(GRID), "-s", "dev", "--policy", "openai:m", "--base-url",
+                        openai_server.base_url, "--trust", "-n", "3", "-o", str(out))
+    assert result.code == 0, result.err
+    records = sorted((json.loads(line) for line in out.read_text().splitlines()), key=lambda r: r["task_id"])
+    tasks = {t.id: t for t in env.tasks("dev")[:3]}
+    assert [r["task_id"] for r in records] == sorted(tasks)
+    for r in records:
+        task = tasks[r["task_id"]]
+        assert (r["reward"], r["ended_by"], r["outcome"]) == (1.0, "environment", "win")
+        # One move a turn along a shortest path: 0.09 each (a step closer, less the step's cost),
+        # and the win on the last.
+        assert r["turns"] == task["shortest"] == len(r["turn_rewards"])
+        assert r["turn_rewards"] == pytest.approx([0.09] * (task["shortest"] - 1) + [1.09])
+    # The model was asked once per move, and each request came after the board of its last move.
+    assert len(openai_server.requests) == sum(t["shortest"] for t in tasks.values())
+    assert {r.model for r in openai_server.requests} == {"m"}
+    summary = json.loads((tmp_path / "grid.summary.json").read_text())
+    assert summary["outcomes"] == {"win": 3}
+    assert summary["mean_return"] == pytest.approx(sum(sum(r["turn_rewards"]) for r in records) / 3)
