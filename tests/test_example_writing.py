@@ -213,26 +213,21 @@ def test_the_judge_grade_is_weighted_4_to_1_once_the_requirements_are_met(env: E
     "Meets the brief. Grade: C",                        # not the line the template asks for
     "GRADE: A",                                         # a grade that is not C, P or I
 ], ids=["json-score", "lower-case", "unknown-grade"])
-def test_a_reply_the_verdict_cannot_read_grades_0(env: Environment, judge: OpenAIServer, reply: str) -> None:
-    judge.script = lambda request: reply
-    task = dev_task(env)
-    score = env.score(task, task["reference"])
-    assert score.breakdown == {"requirements": 1.0, "quality": 0.0}
-    assert score.reward == pytest.approx(1 / 5)
-    assert score.info["quality"]["reply"] == reply
-
-
-@pytest.mark.xfail(strict=True, reason="the rubric verifier drops its criteria's Score.error (_rubric.py _combine)")
-@pytest.mark.parametrize("reply", ["GRADE: A", "Meets the brief. Grade: C"], ids=["unknown-grade", "lower-case"])
 def test_a_reply_the_verdict_cannot_read_scores_0_with_an_error(env: Environment, judge: OpenAIServer,
                                                                 reply: str) -> None:
     judge.script = lambda request: reply
     task = dev_task(env)
     score = env.score(task, task["reference"])
-    assert score.reward == pytest.approx(1 / 5)
-    assert score.error is not None
-    assert ("llm-judge 'gpt-4o-2024-08-06': the judge's reply has no match for verdict.regex 'GRADE: ([CPI])'; "
-            f"the reply: {reply!r}") in score.error
+    # The rubric cannot be scored without its judge's grade: 0, with the judge's error, as any
+    # failed verifier (a rollout records it as the verifier's error, not as a poor answer).
+    assert score.breakdown == {"requirements": 1.0, "quality": 0.0}
+    assert score.reward == 0.0
+    assert score.info["quality"]["reply"] == reply
+    assert score.error is not None and score.error.startswith("rubric criterion 'quality': ")
+    assert "llm-judge 'gpt-4o-2024-08-06'" in score.error
+    if not reply.startswith("{"):
+        assert ("the judge's reply has no match for verdict.regex 'GRADE: ([CPI])'; "
+                f"the reply: {reply!r}") in score.error
 
 
 def test_the_policy_model_never_judges_its_own_writing(env: Environment, judge: OpenAIServer, tmp_path: Path,

@@ -305,9 +305,9 @@ def test_the_arith_examples_golden_lines_catch_a_loosened_tolerance(tmp_path: Pa
     assert result.code == 1
     assert result.out == (
         "arith/golden/trajectories.jsonl:9: error: environment.score-version: dev/arith-dev-00001: reward 0 under "
-        "envhub-examples/arith-word-problems 1.0.2, 1 now, but score-version is still 1\n"
+        "envhub-examples/arith-word-problems 1.0.3, 1 now, but score-version is still 1\n"
         "  hint: bump [environment] score-version to 2 if the change is intended (rewards are no longer comparable "
-        "with envhub-examples/arith-word-problems 1.0.2), else make the verifier score as before\n"
-        "invalid: envhub-examples/arith-word-problems 1.0.2 (arith): 1 error(s), 0 warning(s)\n")
+        "with envhub-examples/arith-word-problems 1.0.3), else make the verifier score as before\n"
+        "invalid: envhub-examples/arith-word-problems 1.0.3 (arith): 1 error(s), 0 warning(s)\n")
     unchanged = run_envhub("validate", "--strict", str(source), "--against", "newest", "--registry", registry)
     assert (unchanged.code, unchanged.err) == (0, "")

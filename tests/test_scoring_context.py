@@ -147,7 +147,7 @@ def test_a_plugin_kind_without_the_context_keyword_is_called_without_it(kind: ty
 
 
 def test_the_default_ascore_calls_an_old_score_without_the_context() -> None:
-    assert asyncio.run(Old().ascore(TASK, Trajectory.of("Rome"), context=OTHER)).reward == 0.0
+    assert asyncio.run(ascore_with(Old(), TASK, Trajectory.of("Rome"), context=OTHER)).reward == 0.0
 
 
 def test_a_kind_that_takes_the_context_receives_it() -> None:

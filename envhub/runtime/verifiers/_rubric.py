@@ -120,6 +120,12 @@ class RubricVerifier(Verifier):
         if failed_gates:
             info["failed_required"] = failed_gates
             reward = 0.0
+        # A criterion that could not score (a judge whose reply has no verdict) leaves the
+        # rubric unscored too: reward 0 with the criteria's errors, as any failed verifier.
+        errors = [f"rubric criterion {c.name!r}: {s.error}" for c, s in zip(self.criteria, scores, strict=True)
+                  if s.error]
+        if errors:
+            return Score(0.0, breakdown, "; ".join(errors), info)
         # Rounding of the weighted sum can leave 1.0000000000000002.
         return Score(min(1.0, max(0.0, reward)), breakdown, info=info)
 
