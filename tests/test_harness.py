@@ -500,3 +500,22 @@ def test_async_state_hooks_and_a_sync_verifier_off_the_loop(tmp_path: Path, rese
     assert events.count("reset") == made and events.count("close") == made
     verify = [e for e in events if e.startswith("verify")]
     assert verify == ["verify False False"]  # a worker thread, with no loop: the loop was not blocked
+
+
+def test_a_tool_refuses_the_models_request_with_tool_error(tmp_path: Path) -> None:
+    """ToolError is the model's mistake; any other exception the environment's fault (the
+    positive control: the same refusal raised as a ValueError is counted as a fault)."""
+    root = _bundle(tmp_path)
+    (root / "demo" / "tools.py").write_text(
+        "from envhub.runtime import ToolError\n\n\n"
+        "def move(direction: str) -> str:\n"
+        "    \"\"\"Move.\"\"\"\n"
+        "    raise ToolError(f'you cannot go {direction}')\n\n\n"
+        "def look() -> str:\n"
+        "    \"\"\"Look.\"\"\"\n"
+        "    raise ValueError('you cannot look')\n", encoding="utf-8")
+    with envhub.load(root, trust_code=True) as env, env.episode(env.task("train", "t1")) as ep:
+        ep.reset()
+        result = ep.step(turn(call("move", 0, direction="up"), call("look", 1)))
+        assert result.info["tool_results"] == ["Error: you cannot go up", "Error: ValueError: you cannot look"]
+        assert (ep.tool_errors, ep.environment_faults) == (2, 1)

@@ -61,7 +61,16 @@ if TYPE_CHECKING:
     from envhub.runtime._spec_tools import SpecTool, load_spec_tools, make_spec_tool
     from envhub.runtime._state import StateFactory, StateHandle, files_state, python_state, sqlite_state
     from envhub.runtime._tasks import read_jsonl
-    from envhub.runtime._tools import EnvParams, EpisodeState, Params, State, ToolLike, make_tool, unknown_tool
+    from envhub.runtime._tools import (
+        EnvParams,
+        EpisodeState,
+        Params,
+        State,
+        ToolError,
+        ToolLike,
+        make_tool,
+        unknown_tool,
+    )
     from envhub.runtime._types import Observation, Reply, Score, StepResult, Task, Trajectory, as_assistant_message
     from envhub.runtime._workspace_state import SandboxSetupError, SandboxStateFactory, sandbox_state
 
@@ -93,7 +102,7 @@ _WHERE = {
     "refuse_shadowing": "_shadow", "shadowing_files": "_shadow",
     "read_jsonl": "_tasks",
     "make_tool": "_tools", "unknown_tool": "_tools", "EpisodeState": "_tools", "State": "_tools",
-    "EnvParams": "_tools", "Params": "_tools", "ToolLike": "_tools",
+    "EnvParams": "_tools", "Params": "_tools", "ToolError": "_tools", "ToolLike": "_tools",
     "SpecTool": "_spec_tools", "load_spec_tools": "_spec_tools", "make_spec_tool": "_spec_tools",
     "as_assistant_message": "_types",
     "SandboxSetupError": "_workspace_state", "SandboxStateFactory": "_workspace_state",
@@ -113,7 +122,7 @@ __all__ = [
     "Observation", "RECORD_VERSION", "RemoteEnvironment", "RemoteError", "RolloutError", "RolloutJob",
     "Reply", "RolloutPlan", "RolloutRecord", "RolloutTiming", "RolloutUsage", "SandboxSetupError",
     "SandboxStateFactory",
-    "Params", "Score", "SpecTool", "SplitInfo", "State", "StateFactory", "ToolLike",
+    "Params", "Score", "SpecTool", "SplitInfo", "State", "StateFactory", "ToolError", "ToolLike",
     "StateHandle", "StepResult", "SummaryEnvironment", "Task", "TaskOrigin", "Trajectory",
     "as_assistant_message", "builtin_tools", "check_recorded", "code_entry_points", "compare", "dump_record",
     "files_state", "load_remote", "load_spec_tools", "make_spec_tool", "make_executor", "make_tool",

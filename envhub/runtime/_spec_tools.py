@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from envhub.runtime._tools import ToolCallResult, _error, _is_params, _is_state, read_only, tool_result
+from envhub.runtime._tools import ToolCallResult, _error, _is_params, _is_state, raised, read_only, tool_result
 
 if TYPE_CHECKING:
     from envhub.manifest import SpecTool as SpecToolEntry
@@ -143,7 +143,7 @@ class SpecTool:
         try:
             value = asyncio.run(self.fn(**kwargs)) if self.is_async else self.fn(**kwargs)
         except Exception as e:
-            return _error(call_id, self.name, f"Error: {type(e).__name__}: {e}", fault="environment")
+            return raised(call_id, self.name, e)
         return tool_result(call_id, self.name, value)
 
     async def acall(self, call: Mapping[str, Any], state: Any = None) -> ToolCallResult:
@@ -155,7 +155,7 @@ class SpecTool:
         try:
             value = await self.fn(**kwargs) if self.is_async else await asyncio.to_thread(self.fn, **kwargs)
         except Exception as e:
-            return _error(call_id, self.name, f"Error: {type(e).__name__}: {e}", fault="environment")
+            return raised(call_id, self.name, e)
         return tool_result(call_id, self.name, value)
 
     def __repr__(self) -> str:

@@ -51,7 +51,8 @@ from typing import Annotated, Any, Literal, Protocol, TypeVar
 
 from envhub.runtime._types import Reply
 
-__all__ = ["EnvParams", "EpisodeState", "Params", "State", "Tool", "ToolCallResult", "ToolLike", "make_tool"]
+__all__ = ["EnvParams", "EpisodeState", "Params", "State", "Tool", "ToolCallResult", "ToolError", "ToolLike",
+           "make_tool"]
 
 T = TypeVar("T")
 _UnionType = types.UnionType
@@ -278,7 +279,7 @@ class Tool:
             else:
                 value = self.fn(**kwargs)
         except Exception as e:
-            return _error(call_id, self.name, f"Error: {type(e).__name__}: {e}", fault="environment")
+            return raised(call_id, self.name, e)
         return self._result(call_id, value)
 
     async def acall(self, call: Mapping[str, Any], state: Any = None) -> ToolCallResult:
@@ -295,8 +296,23 @@ class Tool:
 
                 value = await asyncio.to_thread(self.fn, **kwargs)
         except Exception as e:
-            return _error(call_id, self.name, f"Error: {type(e).__name__}: {e}", fault="environment")
+            return raised(call_id, self.name, e)
         return self._result(call_id, value)
+
+
+class ToolError(Exception):
+    """What a tool raises to refuse the model's request (an unknown customer, an order that
+    cannot be cancelled): the model is answered ``Error: <message>`` and the call counts as
+    the model's mistake. Any other exception a tool raises counts as the environment's fault
+    (a bug, a missing dependency), since envhub cannot tell it from one."""
+
+
+def raised(call_id: str, name: str, e: Exception) -> ToolCallResult:
+    """The answer to a call whose tool raised ``e``: the model's mistake for a
+    :class:`ToolError`, the environment's fault for anything else."""
+    if isinstance(e, ToolError):
+        return _error(call_id, name, f"Error: {e}", fault="model")
+    return _error(call_id, name, f"Error: {type(e).__name__}: {e}", fault="environment")
 
 
 def tool_result(call_id: str, name: str, value: Any) -> ToolCallResult:
