@@ -122,8 +122,8 @@ def test_a_call_the_spec_refuses_is_the_models_mistake(env: Environment, argumen
 
 def test_a_call_the_spec_accepts_reaches_the_handler_with_the_database(env: Environment) -> None:
     """Positive control: the same tool with valid arguments runs its handler on the episode's
-    database (injected through State[sqlite3.Connection]); a handler that raises is the
-    environment's fault, as for a tool declared by its signature."""
+    database (injected through State[sqlite3.Connection]); a handler that refuses the request
+    (ToolError) answers the model's mistake, as a tool declared by its signature does."""
     with env.episode(env.tasks("train")[0]) as episode:
         episode.reset()
         result = episode.step(tool_call("list_product_variants", {"product": "t-shirt"}))
@@ -131,8 +131,8 @@ def test_a_call_the_spec_accepts_reaches_the_handler_with_the_database(env: Envi
         assert {v["product"] for v in variants} == {"T-shirt"} and len(variants) > 1
         assert episode.environment_faults == 0
         result = episode.step(tool_call("list_product_variants", {"product": "Sofa"}))
-        assert result.info["tool_errors"][0].startswith("Error: LookupError: no product 'Sofa'; the products are: ")
-        assert episode.environment_faults == 1
+        assert result.info["tool_errors"][0].startswith("Error: no product 'Sofa'; the products are: ")
+        assert episode.environment_faults == 0  # refused with ToolError: the model's mistake
 
 
 def test_a_transfer_with_an_empty_summary_is_refused_and_ends_nothing(env: Environment) -> None:
@@ -156,7 +156,7 @@ def test_the_address_state_reaches_the_database_and_rules_are_enforced(env: Envi
         ]})
         assert result.info["tool_results"] == [
             "The shipping address of #W1004 is now 1 Main St, Reno, NV 89501.",
-            "Error: PermissionError: order #W1002 is delivered; only pending orders can be cancelled"]
+            "Error: order #W1002 is delivered; only pending orders can be cancelled"]
         assert episode.state.execute("SELECT state, zip FROM orders WHERE id = '#W1004'").fetchone() == ("NV", "89501")
     with env.episode(task) as fresh:  # the next episode starts from the snapshot again
         fresh.reset()
@@ -165,23 +165,23 @@ def test_the_address_state_reaches_the_database_and_rules_are_enforced(env: Envi
 
 @pytest.mark.parametrize(("tool", "arguments", "error"), [
     ("cancel_order", {"order_id": "#W1001", "reason": "too expensive"},
-     "ValueError: reason must be one of 'no longer needed', 'ordered by mistake'"),
+     "reason must be one of 'no longer needed', 'ordered by mistake'"),
     ("return_items", {"order_id": "#W1001", "item_ids": ["1001"], "payment_method_id": "card_1101"},
-     "PermissionError: order #W1001 is pending; only delivered orders' items can be returned"),
+     "order #W1001 is pending; only delivered orders' items can be returned"),
     ("return_items", {"order_id": "#W1002", "item_ids": ["3001"], "payment_method_id": "card_2201"},
-     "LookupError: the customer has no payment method 'card_2201'"),
+     "the customer has no payment method 'card_2201'"),
     ("return_items", {"order_id": "#W1002", "item_ids": ["3001", "3001"], "payment_method_id": "card_1101"},
-     "LookupError: order #W1002 has no item '3001' that can still be returned or exchanged"),
+     "order #W1002 has no item '3001' that can still be returned or exchanged"),
     ("exchange_items", {"order_id": "#W1002", "item_ids": ["3001"], "new_item_ids": ["4001"],
                         "payment_method_id": "card_1101"},
-     "ValueError: item 4001 is a Headphones, not a Desk lamp: an exchange keeps the product"),
+     "item 4001 is a Headphones, not a Desk lamp: an exchange keeps the product"),
     ("exchange_items", {"order_id": "#W1003", "item_ids": ["2002"], "new_item_ids": ["2003"],
                         "payment_method_id": "card_2201"},
-     "ValueError: item 2003 is not available"),
+     "item 2003 is not available"),
     ("modify_order_address", {"order_id": "#W1001", "address1": "1 A St", "city": "X", "state": "New York",
                               "zip": "10002"},
-     "ValueError: state must be a two-letter US state code, got 'New York'"),
-    ("find_customer_by_email", {"email": "nobody@example.com"}, "LookupError: no customer has the email "
+     "state must be a two-letter US state code, got 'New York'"),
+    ("find_customer_by_email", {"email": "nobody@example.com"}, "no customer has the email "
                                                                  "'nobody@example.com'"),
 ], ids=["cancel-reason", "return-pending", "refund-to-another-customers-card", "return-one-item-twice",
         "exchange-another-product", "exchange-unavailable", "state-not-a-code", "unknown-email"])

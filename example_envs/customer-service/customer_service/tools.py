@@ -22,7 +22,7 @@ import json
 import sqlite3
 from typing import Any
 
-from envhub.runtime import Reply, State
+from envhub.runtime import Reply, State, ToolError
 
 __all__ = ["CANCEL_REASONS", "TOOLS", "cancel_order", "exchange_items", "find_customer_by_email",
            "find_customer_by_name_zip", "get_customer", "get_item", "get_order", "list_product_variants",
@@ -40,7 +40,7 @@ def find_customer_by_email(email: str, *, db: State[sqlite3.Connection]) -> str:
     """
     row = db.execute("SELECT id FROM customers WHERE email = ? COLLATE NOCASE", (email.strip(),)).fetchone()
     if row is None:
-        raise LookupError(f"no customer has the email {email!r}")
+        raise ToolError(f"no customer has the email {email!r}")
     return str(row[0])
 
 
@@ -55,7 +55,7 @@ def find_customer_by_name_zip(first_name: str, last_name: str, zip: str, *, db: 
     row = db.execute("SELECT id FROM customers WHERE first_name = ? COLLATE NOCASE AND last_name = ? "
                      "COLLATE NOCASE AND zip = ?", (first_name.strip(), last_name.strip(), zip.strip())).fetchone()
     if row is None:
-        raise LookupError("no customer has that name and zip code")
+        raise ToolError("no customer has that name and zip code")
     return str(row[0])
 
 
@@ -68,7 +68,7 @@ def get_customer(customer_id: str, *, db: State[sqlite3.Connection]) -> str:
     row = db.execute("SELECT id, first_name, last_name, email, address1, city, state, zip FROM customers "
                      "WHERE id = ?", (customer_id,)).fetchone()
     if row is None:
-        raise LookupError(f"no customer {customer_id!r}")
+        raise ToolError(f"no customer {customer_id!r}")
     methods = [{"id": m[0], "kind": m[1], **({"balance": _dollars(m[2])} if m[2] is not None else {})}
                for m in db.execute("SELECT id, kind, balance_cents FROM payment_methods WHERE customer_id = ? "
                                    "ORDER BY id", (customer_id,))]
@@ -106,7 +106,7 @@ def get_item(item_id: str, *, db: State[sqlite3.Connection]) -> str:
     row = db.execute("SELECT id, product, options, price_cents, available FROM items WHERE id = ?",
                      (item_id,)).fetchone()
     if row is None:
-        raise LookupError(f"no item {item_id!r}")
+        raise ToolError(f"no item {item_id!r}")
     return json.dumps(_item(row))
 
 
@@ -120,7 +120,7 @@ def list_product_variants(product: str, *, db: State[sqlite3.Connection]) -> str
                       "COLLATE NOCASE ORDER BY id", (product.strip(),)).fetchall()
     if not rows:
         products = [r[0] for r in db.execute("SELECT DISTINCT product FROM items ORDER BY product")]
-        raise LookupError(f"no product {product!r}; the products are: {', '.join(products)}")
+        raise ToolError(f"no product {product!r}; the products are: {', '.join(products)}")
     return json.dumps([_item(r) for r in rows])
 
 
@@ -133,9 +133,9 @@ def cancel_order(order_id: str, reason: str, *, db: State[sqlite3.Connection]) -
     """
     order = _order(db, order_id)
     if order["status"] != "pending":
-        raise PermissionError(f"order {order['id']} is {order['status']}; only pending orders can be cancelled")
+        raise ToolError(f"order {order['id']} is {order['status']}; only pending orders can be cancelled")
     if reason not in CANCEL_REASONS:
-        raise ValueError(f"reason must be one of {', '.join(map(repr, CANCEL_REASONS))}")
+        raise ToolError(f"reason must be one of {', '.join(map(repr, CANCEL_REASONS))}")
     total = _total(db, order["id"])
     with db:
         db.execute("UPDATE orders SET status = 'cancelled', cancel_reason = ? WHERE id = ?", (reason, order["id"]))
@@ -183,7 +183,7 @@ def exchange_items(order_id: str, item_ids: list[str], new_item_ids: list[str], 
     order = _order(db, order_id)
     _delivered(order, "exchanged")
     if len(item_ids) != len(new_item_ids):
-        raise ValueError("item_ids and new_item_ids must have the same length")
+        raise ToolError("item_ids and new_item_ids must have the same length")
     lines = _lines(db, order["id"], item_ids)
     _own_method(db, order, payment_method_id)
     difference = 0
@@ -191,11 +191,11 @@ def exchange_items(order_id: str, item_ids: list[str], new_item_ids: list[str], 
         old = db.execute("SELECT product FROM items WHERE id = ?", (item_id,)).fetchone()
         new = db.execute("SELECT product, price_cents, available FROM items WHERE id = ?", (new_id,)).fetchone()
         if new is None:
-            raise LookupError(f"no item {new_id!r}")
+            raise ToolError(f"no item {new_id!r}")
         if new[0] != old[0]:
-            raise ValueError(f"item {new_id} is a {new[0]}, not a {old[0]}: an exchange keeps the product")
+            raise ToolError(f"item {new_id} is a {new[0]}, not a {old[0]}: an exchange keeps the product")
         if not new[2]:
-            raise ValueError(f"item {new_id} is not available")
+            raise ToolError(f"item {new_id} is not available")
         difference += new[1] - price
     with db:
         for (line, _), new_id in zip(lines, new_item_ids, strict=True):
@@ -222,9 +222,9 @@ def modify_order_address(order_id: str, address1: str, city: str, state: str, zi
     """
     order = _order(db, order_id)
     if order["status"] != "pending":
-        raise PermissionError(f"order {order['id']} is {order['status']}; only a pending order's address can change")
+        raise ToolError(f"order {order['id']} is {order['status']}; only a pending order's address can change")
     if len(state) != 2 or not state.isalpha():
-        raise ValueError(f"state must be a two-letter US state code, got {state!r}")
+        raise ToolError(f"state must be a two-letter US state code, got {state!r}")
     with db:
         db.execute("UPDATE orders SET address1 = ?, city = ?, state = ?, zip = ? WHERE id = ?",
                    (address1.strip(), city.strip(), state.upper(), zip.strip(), order["id"]))
@@ -262,7 +262,7 @@ def _order(db: sqlite3.Connection, order_id: str) -> dict[str, Any]:
                         "FROM orders WHERE id = ?", (key,))
     row = cursor.fetchone()
     if row is None:
-        raise LookupError(f"no order {order_id!r}")
+        raise ToolError(f"no order {order_id!r}")
     return dict(zip([c[0] for c in cursor.description], row, strict=True))
 
 
@@ -273,13 +273,13 @@ def _total(db: sqlite3.Connection, order_id: str) -> int:
 
 def _delivered(order: dict[str, Any], what: str) -> None:
     if order["status"] != "delivered":
-        raise PermissionError(f"order {order['id']} is {order['status']}; only delivered orders' items can be {what}")
+        raise ToolError(f"order {order['id']} is {order['status']}; only delivered orders' items can be {what}")
 
 
 def _lines(db: sqlite3.Connection, order_id: str, item_ids: list[str]) -> list[tuple[int, int]]:
     """(line, price) of one not yet returned or exchanged line per item id, in order."""
     if not item_ids:
-        raise ValueError("give at least one item id")
+        raise ToolError("give at least one item id")
     taken: list[tuple[int, int]] = []
     for item_id in item_ids:
         placeholders = ",".join("?" * len(taken))  # the lines already taken by an earlier id of the list
@@ -288,7 +288,7 @@ def _lines(db: sqlite3.Connection, order_id: str, item_ids: list[str]) -> list[t
                          f"AND oi.line NOT IN ({placeholders}) ORDER BY oi.line",
                          (order_id, str(item_id), *[line for line, _ in taken])).fetchone()
         if row is None:
-            raise LookupError(f"order {order_id} has no item {item_id!r} that can still be returned or exchanged")
+            raise ToolError(f"order {order_id} has no item {item_id!r} that can still be returned or exchanged")
         taken.append((int(row[0]), int(row[1])))
     return taken
 
@@ -297,11 +297,11 @@ def _own_method(db: sqlite3.Connection, order: dict[str, Any], method: str) -> N
     row = db.execute("SELECT 1 FROM payment_methods WHERE id = ? AND customer_id = ?",
                      (method, order["customer_id"])).fetchone()
     if row is None:
-        raise LookupError(f"the customer has no payment method {method!r}")
+        raise ToolError(f"the customer has no payment method {method!r}")
 
 
 def _refund_method(db: sqlite3.Connection, order: dict[str, Any], method: str) -> None:
     _own_method(db, order, method)
     kind = db.execute("SELECT kind FROM payment_methods WHERE id = ?", (method,)).fetchone()[0]
     if method != order["payment_method_id"] and kind != "gift card":
-        raise PermissionError("a refund goes to the order's payment method or to one of the customer's gift cards")
+        raise ToolError("a refund goes to the order's payment method or to one of the customer's gift cards")
