@@ -151,6 +151,8 @@ class Environment:
         :attr:`Score.error` and the reward is 0."""
         trajectory = Trajectory.of(completion_or_trajectory)
         try:
+            if context is None:  # nothing to pass on (the common case, kept short)
+                return self._verifier.score(task, trajectory, state=state)
             return score_with(self._verifier, task, trajectory, state=state, context=context)
         except Exception as e:
             return Score.failed(f"{type(e).__name__}: {e}")

@@ -162,7 +162,7 @@ class Episode:
                 else:
                     results.append(self._run_tool(call))
             going_on = self._after_tools(results, info)
-        elif self._asks_responder():
+        elif self.env.harness.responds:
             going_on = self._after_reply(self._respond(loop), info) if self.turns < self.max_turns \
                 else self._ends("turn-limit", info)
         else:
@@ -198,7 +198,7 @@ class Episode:
                 results.append(_not_run(call) if self._ended_in_turn(results)
                                else await self._here(self._arun_tool(call)))
             going_on = self._after_tools(results, info)
-        elif self._asks_responder():
+        elif self.env.harness.responds:
             going_on = self._after_reply(await self._here(self._arespond()), info) if self.turns < self.max_turns \
                 else self._ends("turn-limit", info)
         else:
@@ -260,7 +260,11 @@ class Episode:
     def observation(self) -> Observation:
         """What the model sees now: all messages, or (``context = "recent-turns"``) the
         system and task prompts plus the last ``keep-turns`` turns."""
-        return self.env.harness.observe(self.messages, self._prompt_len, self.tool_specs)
+        harness = self.env.harness
+        specs = self._task_harness.tool_specs if self._task_harness is not None else harness.tool_specs
+        if harness.keep_turns is None and type(harness).observe is Harness.observe:  # the common case, inline
+            return Observation(list(self.messages), specs)
+        return harness.observe(self.messages, self._prompt_len, specs)
 
     def close(self) -> None:
         """Release the episode's state; safe to call more than once."""
@@ -288,9 +292,6 @@ class Episode:
         if not self.env.harness.runs_tools:
             return []
         return list(message.get("tool_calls") or [])
-
-    def _asks_responder(self) -> bool:
-        return self.env.harness.responds
 
     @staticmethod
     def _ended_in_turn(results: list[ToolCallResult]) -> bool:
@@ -406,7 +407,8 @@ class Episode:
         self.done = True
         self.score = score
         if release:
-            self._close_mcp()  # the episode's MCP servers stop when it ends
+            if self._mcp is not None:
+                self._close_mcp()  # the episode's MCP servers stop when it ends
             if self.env._state_spec.reset == "per-episode":
                 self._release_state()
         info["breakdown"] = dict(score.breakdown)
@@ -427,13 +429,15 @@ class Episode:
             await mcp.aclose()
 
     def _release_state(self) -> None:
-        self._close_mcp()
+        if self._mcp is not None:
+            self._close_mcp()
         if self._state is not None and self.env._state_spec.reset == "per-episode":
             self._state.release()
         self._state = None
 
     async def _arelease_state(self) -> None:
-        await self._aclose_mcp()
+        if self._mcp is not None:
+            await self._aclose_mcp()
         state, self._state = self._state, None
         if state is not None and self.env._state_spec.reset == "per-episode":
             await state.arelease()
