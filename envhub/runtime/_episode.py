@@ -131,7 +131,7 @@ class Episode:
 
     def _start(self) -> Observation:
         self._task_harness = self.env.harness.start(self.task)
-        self.messages = list(self._task_harness.messages)
+        self.messages = self._task_harness.messages  # made for this episode by start()
         self._prompt_len = len(self.messages)
         self.turns = 0
         self.done = False
@@ -165,8 +165,9 @@ class Episode:
         elif self.env.harness.responds:
             going_on = self._after_reply(self._respond(loop), info) if self.turns < self.max_turns \
                 else self._ends("turn-limit", info)
-        else:
-            going_on = self._ends("policy", info)
+        else:  # the model answered
+            self.ended_by = "policy"
+            going_on = None
         if going_on is not None:
             return going_on
         trajectory = Trajectory(self.messages)
@@ -201,8 +202,9 @@ class Episode:
         elif self.env.harness.responds:
             going_on = self._after_reply(await self._here(self._arespond()), info) if self.turns < self.max_turns \
                 else self._ends("turn-limit", info)
-        else:
-            going_on = self._ends("policy", info)
+        else:  # the model answered
+            self.ended_by = "policy"
+            going_on = None
         if going_on is not None:
             return going_on
         score = await self._here(self.env.ascore(self.task, Trajectory(self.messages), state=self.state,

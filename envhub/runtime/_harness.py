@@ -60,9 +60,10 @@ class HarnessSetup:
 
 
 class TaskHarness(NamedTuple):
-    """One task's harness: the messages its episode starts with, the tools it may call (by
-    name, and as the specs shown to the model) and its turn limit. (A named tuple: one is
-    made per episode, and a frozen dataclass costs several times as much to make.)"""
+    """One task's harness: the messages its episode starts with (a list made for that
+    episode, which it goes on to extend), the tools it may call (by name, and as the specs
+    shown to the model) and its turn limit. (A named tuple: one is made per episode, and a
+    frozen dataclass costs several times as much to make.)"""
 
     messages: list[Message]
     tools: Mapping[str, ToolLike]
@@ -114,7 +115,8 @@ class Harness:
         task and the field when a task's field is not what the spec says it holds."""
         if self._plain:
             prompt = task.data.get(self.setup.prompt_field, task.prompt)
-            messages: list[Message] = [dict(self._system)] if self._system is not None else []
+            # The system message is shared by every episode, as the task's row is: neither is changed.
+            messages: list[Message] = [self._system] if self._system is not None else []
             if isinstance(prompt, str):
                 messages.append({"role": "user", "content": prompt})
                 return TaskHarness(messages, self.tools_by_name, self.tool_specs, self.max_turns)
