@@ -135,64 +135,83 @@ class EvalSummary(_Summary):
 def summarize(records: Iterable[RolloutRecord], *, success_threshold: float = 1.0) -> EvalSummary:
     """Mean reward, pass@k (k = 1, 2, 4, ... up to the rollouts per task), per-criterion
     means, and the errors, over ``records`` (read once, in one pass)."""
-    count = 0
-    total = 0.0
-    successes = 0
-    per_task: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # task -> [rollouts, successes]
-    criteria: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])  # name -> [sum, count]
-    kinds: Counter[str] = Counter()
-    types: Counter[str] = Counter()
-    draws: list[Any] = []
-    tool_errors = faults = fault_rollouts = 0
-    returns = 0.0
-    rewarded = 0
-    ended_by: Counter[str] = Counter()
-    outcomes: Counter[str] = Counter()
-    first: RolloutRecord | None = None
-    for r in records:
-        first = first or r
-        count += 1
-        total += r.reward
-        success = r.reward >= success_threshold
-        successes += success
-        tally = per_task[r.task_id]
+    tally = SummaryTally(success_threshold)
+    for record in records:
+        tally.add(record)
+    return tally.summary()
+
+
+class SummaryTally:
+    """A summary accumulated record by record, so a run's summary needs no record kept:
+    :meth:`add` each record as it is written, :meth:`summary` at the end (what
+    :func:`summarize` does over a list). Holds a few counters, plus two small integers per
+    task (for pass@k) and the curriculum's draws."""
+
+    def __init__(self, success_threshold: float = 1.0) -> None:
+        self.success_threshold = success_threshold
+        self.count = 0
+        self._total = 0.0
+        self._successes = 0
+        self._per_task: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # task -> [rollouts, successes]
+        self._criteria: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])  # name -> [sum, count]
+        self._kinds: Counter[str] = Counter()
+        self._types: Counter[str] = Counter()
+        self._draws: list[Any] = []
+        self._tool_errors = self._faults = self._fault_rollouts = 0
+        self._returns = 0.0
+        self._rewarded = 0
+        self._ended_by: Counter[str] = Counter()
+        self._outcomes: Counter[str] = Counter()
+        self._first: RolloutRecord | None = None
+
+    def add(self, r: RolloutRecord) -> None:
+        if self._first is None:
+            self._first = r
+        self.count += 1
+        self._total += r.reward
+        success = r.reward >= self.success_threshold
+        self._successes += success
+        tally = self._per_task[r.task_id]
         tally[0] += 1
         tally[1] += success
         for name, value in r.breakdown.items():
-            sums = criteria[name]
+            sums = self._criteria[name]
             sums[0] += value
             sums[1] += 1
         if r.error is not None:
-            kinds[r.error.kind] += 1
-            types[r.error.type] += 1
+            self._kinds[r.error.kind] += 1
+            self._types[r.error.type] += 1
         if r.curriculum is not None:
-            draws.append(r.curriculum)
-        tool_errors += r.tool_errors - r.environment_faults
+            self._draws.append(r.curriculum)
+        self._tool_errors += r.tool_errors - r.environment_faults
         if r.environment_faults:
-            faults += r.environment_faults
-            fault_rollouts += 1
+            self._faults += r.environment_faults
+            self._fault_rollouts += 1
         turn_return = r.turn_return
         if turn_return is not None:
-            returns += turn_return
-            rewarded += 1
+            self._returns += turn_return
+            self._rewarded += 1
         if r.ended_by is not None:
-            ended_by[r.ended_by] += 1
+            self._ended_by[r.ended_by] += 1
         if r.outcome is not None:
-            outcomes[r.outcome] += 1
-    return EvalSummary(
-        rollouts=count, tasks=len(per_task), mean_reward=total / count if count else None,
-        success_threshold=success_threshold, success_rate=successes / count if count else None,
-        pass_at_k=_pass_at_ks(list(per_task.values())),
-        criteria={name: s / n for name, (s, n) in sorted(criteria.items())},
-        errors=sum(kinds.values()), errors_by_kind=dict(sorted(kinds.items())),
-        errors_by_type=dict(sorted(types.items())), tool_errors=tool_errors, environment_faults=faults,
-        environment_fault_rollouts=fault_rollouts,
-        mean_return=returns / rewarded if rewarded else None, rewarded_rollouts=rewarded,
-        ended_by=dict(sorted(ended_by.items())), outcomes=dict(sorted(outcomes.items())),
-        environment=SummaryEnvironment(env=first.env, version=first.version, digest=first.digest,
-                                       score_version=first.score_version) if first else None,
-        split=first.split if first else None, policy=first.policy if first else None,
-        curriculum=_curriculum_summary(draws))
+            self._outcomes[r.outcome] += 1
+
+    def summary(self) -> EvalSummary:
+        count, first, kinds = self.count, self._first, self._kinds
+        return EvalSummary(
+            rollouts=count, tasks=len(self._per_task), mean_reward=self._total / count if count else None,
+            success_threshold=self.success_threshold, success_rate=self._successes / count if count else None,
+            pass_at_k=_pass_at_ks(list(self._per_task.values())),
+            criteria={name: s / n for name, (s, n) in sorted(self._criteria.items())},
+            errors=sum(kinds.values()), errors_by_kind=dict(sorted(kinds.items())),
+            errors_by_type=dict(sorted(self._types.items())), tool_errors=self._tool_errors,
+            environment_faults=self._faults, environment_fault_rollouts=self._fault_rollouts,
+            mean_return=self._returns / self._rewarded if self._rewarded else None, rewarded_rollouts=self._rewarded,
+            ended_by=dict(sorted(self._ended_by.items())), outcomes=dict(sorted(self._outcomes.items())),
+            environment=SummaryEnvironment(env=first.env, version=first.version, digest=first.digest,
+                                           score_version=first.score_version) if first else None,
+            split=first.split if first else None, policy=first.policy if first else None,
+            curriculum=_curriculum_summary(self._draws))
 
 
 def _pass_at_ks(tallies: list[list[int]]) -> dict[str, float]:
@@ -227,14 +246,24 @@ class EvalResult:
     summary: EvalSummary
     output: Path | None
     summary_path: Path | None
-    #: Not in the repr: asyncio formats a finished task's result on the way out of asyncio.run,
-    #: and the repr of 100,000 records costs seconds.
-    records: list[RolloutRecord] = field(repr=False)
+    #: The records, when the run kept them in memory (it had no output file); else None, and
+    #: :attr:`records` reads them from the file. Not in the repr: asyncio formats a finished
+    #: task's result on the way out of asyncio.run, and the repr of 100,000 records costs seconds.
+    kept: list[RolloutRecord] | None = field(repr=False)
     ran: int = 0
     skipped: int = 0
     failed: int = 0
     #: The error of the first rollout of this run to fail, in the order they finished.
     first_error: RolloutError | None = None
+
+    @property
+    def records(self) -> list[RolloutRecord]:
+        """Every record of the run's file (those of a resumed run's earlier part included),
+        read from the file when asked: a run writing to a file keeps none in memory."""
+        if self.kept is not None:
+            return self.kept
+        assert self.output is not None
+        return read_records(self.output)
 
     def as_json(self) -> dict[str, Any]:
         """The summary, with ``output``, ``ran`` and ``skipped``, as ``envhub eval --json``
@@ -244,12 +273,14 @@ class EvalResult:
 
 
 class _Sink:
-    """Where a run's records go: appended to the file ``out`` (if any), kept in ``records``,
-    and passed to ``on_record``."""
+    """Where a run's records go: appended to the file ``out`` (if any; else kept in
+    ``kept``), added to the run's ``tally``, and passed to ``on_record``. A run writing to a
+    file keeps no record, so its memory stays flat however many it writes."""
 
-    def __init__(self, out: Path | None, records: list[RolloutRecord], on_record: OnRecord | None) -> None:
-        self.records = records
+    def __init__(self, out: Path | None, tally: SummaryTally, on_record: OnRecord | None) -> None:
+        self.tally = tally
         self.on_record = on_record
+        self.kept: list[RolloutRecord] | None = [] if out is None else None
         self.fd: int | None = None
         if out is not None:
             out.parent.mkdir(parents=True, exist_ok=True)
@@ -259,7 +290,10 @@ class _Sink:
     def write(self, record: RolloutRecord) -> None:
         if self.fd is not None:
             os.write(self.fd, dump_record(record))
-        self.records.append(record)
+        else:
+            assert self.kept is not None
+            self.kept.append(record)
+        self.tally.add(record)
         if self.on_record is not None:
             self.on_record(record)
 
@@ -501,27 +535,32 @@ class Evaluation:
     async def run(self, on_record: OnRecord | None = None) -> EvalResult:
         """Play the remaining rollouts, calling ``on_record`` with each record as it
         finishes; write the summary beside the records file (``OUT.summary.json``)."""
-        failures: list[RolloutError] = []
+        failed = 0
+        first_error: RolloutError | None = None
 
         def note(record: RolloutRecord) -> None:
+            nonlocal failed, first_error
             if record.error is not None:
-                failures.append(record.error)
+                failed += 1
+                first_error = first_error or record.error
             if on_record is not None:
                 on_record(record)
 
-        records = list(self.rollouts.previous)
-        sink = _Sink(self.output, records, note)
+        tally = SummaryTally(self.success_threshold)
+        for record in self.rollouts.previous:
+            tally.add(record)
+        self.rollouts.previous = []  # counted: the summary needs them no more
+        sink = _Sink(self.output, tally, note)
         try:
             ran = await self.rollouts.run(sink)
         finally:
             sink.close()
             if self.close_policy:
                 await self.policy.aclose()
-        summary = summarize(records, success_threshold=self.success_threshold)
         summary_path = self.output.with_name(self.output.name.removesuffix(".jsonl") + ".summary.json") \
             if self.output is not None else None
-        result = EvalResult(summary, self.output, summary_path, records, ran, self.skipped, len(failures),
-                            failures[0] if failures else None)
+        result = EvalResult(tally.summary(), self.output, summary_path, sink.kept, ran, self.skipped, failed,
+                            first_error)
         if summary_path is not None:
             summary_path.write_text(json.dumps(result.as_json(), indent=2) + "\n", encoding="utf-8")
         return result

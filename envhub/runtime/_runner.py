@@ -185,7 +185,11 @@ class LocalExecutor(Executor):
     async def run(self, plan: RolloutPlan, jobs: Sequence[RolloutJob]) -> AsyncIterator[RolloutRecord]:
         if not jobs:
             return
-        queue: asyncio.Queue[RolloutRecord | BaseException] = asyncio.Queue()
+        # Bounded: a worker whose rollouts never wait (a reference policy) blocks here once the
+        # queue is full, so records reach the caller (and the file) as they finish, not all at
+        # the end, and finished records never pile up in memory.
+        width = max(1, min(plan.concurrency, len(jobs)))
+        queue: asyncio.Queue[RolloutRecord | BaseException] = asyncio.Queue(maxsize=width)
         pending = iter(jobs)
 
         async def worker() -> None:
@@ -196,7 +200,7 @@ class LocalExecutor(Executor):
                     await queue.put(e)
                     return
 
-        workers = [asyncio.create_task(worker()) for _ in range(max(1, min(plan.concurrency, len(jobs))))]
+        workers = [asyncio.create_task(worker()) for _ in range(width)]
         try:
             for _ in range(len(jobs)):
                 item = await queue.get()
