@@ -28,7 +28,7 @@ import httpx2
 from envhub.errors import PolicyError
 from envhub.runtime._types import Message
 
-__all__ = ["ChatClient", "ChatResult", "DEFAULT_BASE_URL"]
+__all__ = ["DEFAULT_BASE_URL", "TOKEN_REQUEST_FIELDS", "ChatClient", "ChatResult"]
 
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
@@ -54,6 +54,14 @@ class ChatResult:
     finish_reason: str | None = None
     #: The model the server says answered (may differ from the one asked for, e.g. a snapshot).
     model: str | None = None
+    #: The token ids of the prompt as the server rendered it (chat template applied), when it
+    #: sent them: vLLM and SGLang do when asked with ``return_token_ids`` (see :func:`_token_data`).
+    prompt_token_ids: list[int] | None = None
+    #: The token ids the model sampled for this completion, when the server sent them.
+    completion_token_ids: list[int] | None = None
+    #: The log-probability of each sampled token (``logprobs.content[].logprob``), when the
+    #: server sent them (asked with ``logprobs: true``).
+    logprobs: list[float] | None = None
 
 
 class ChatClient:
@@ -209,6 +217,7 @@ class ChatClient:
         if not isinstance(raw, Mapping):
             raise PolicyError(f"POST {self.url} returned a choice whose message is not an object: "
                               f"{_excerpt(response.text)}")
+        prompt_ids, completion_ids, logprobs = _token_data(body, choice)
         return ChatResult(
             message=_assistant_message(raw),
             usage=body.get("usage") or {},
@@ -216,6 +225,9 @@ class ChatClient:
             attempts=attempts,
             finish_reason=choice.get("finish_reason"),
             model=body.get("model"),
+            prompt_token_ids=prompt_ids,
+            completion_token_ids=completion_ids,
+            logprobs=logprobs,
         )
 
     def _retry_delay(self, failure: httpx2.Response | httpx2.TransportError, attempt: int) -> float | None:
@@ -322,6 +334,86 @@ def _assistant_message(raw: Mapping[str, Any]) -> Message:
             })
         message["tool_calls"] = normalised
     return message
+
+
+#: The request fields that ask an OpenAI-compatible server for the tokens behind a completion.
+#: Both vLLM and SGLang accept exactly these on /v1/chat/completions (non-streaming):
+#: - ``logprobs: true``: the standard OpenAI field; ``choices[0].logprobs.content[]`` then holds
+#:   ``{token, logprob, bytes, top_logprobs}`` per sampled token (vLLM
+#:   vllm/entrypoints/openai/chat_completion/protocol.py ``ChatCompletionLogProbsContent``;
+#:   SGLang python/sglang/srt/entrypoints/openai/protocol.py ``ChatCompletionTokenLogprob``).
+#:   ``top_logprobs`` is left out: it defaults to 0 (vLLM) / None (SGLang), the sampled token only.
+#: - ``return_token_ids: true``: an extension (vLLM ``ChatCompletionRequest.return_token_ids``;
+#:   SGLang the same name since sgl-project/sglang#30917). vLLM answers with the prompt's ids on
+#:   the response (``prompt_token_ids``) and the completion's on the choice
+#:   (``choices[0].token_ids``); SGLang puts both on the choice (``choices[0].prompt_token_ids``,
+#:   ``choices[0].token_ids``).
+#: Neither is sent unless asked for: OpenAI's own API refuses unknown fields such as
+#: ``return_token_ids``, and a server that ignores them answers without the data (None fields).
+TOKEN_REQUEST_FIELDS: Mapping[str, Any] = {"logprobs": True, "return_token_ids": True}
+
+
+def _token_ids(value: Any) -> list[int] | None:
+    """``value`` if it is a list of token ids (ints), else None (absent or not ids)."""
+    if isinstance(value, list) and all(type(v) is int for v in value):
+        return value
+    return None
+
+
+def _token_data(body: Mapping[str, Any],
+                choice: Mapping[str, Any]) -> tuple[list[int] | None, list[int] | None, list[float] | None]:
+    """The prompt's token ids, the completion's token ids and the completion's per-token
+    log-probs in a chat completion, each None when the server did not send it (or sent
+    something that is not one): a server that ignores the request is not an error.
+
+    Where each server puts them (see :data:`TOKEN_REQUEST_FIELDS`): the prompt's ids on the
+    response (vLLM) or on the choice (SGLang); the completion's on the choice (both); the
+    log-probs in ``logprobs.content[].logprob`` (the OpenAI shape, both), or in the completions
+    API's ``logprobs.token_logprobs`` (the other shape SGLang's chat choice may carry). A vLLM
+    started with ``--return-tokens-as-token-ids`` (or asked with ``return_tokens_as_token_ids``)
+    spells each token ``"token_id:{id}"``; the completion's ids are read from those when
+    ``token_ids`` is absent (vLLM before ``return_token_ids``).
+
+    >>> _token_data({"prompt_token_ids": [1, 2]}, {"token_ids": [7], "logprobs": {"content": [
+    ...     {"token": "hi", "logprob": -0.25, "bytes": [104, 105], "top_logprobs": []}]}})
+    ([1, 2], [7], [-0.25])
+    >>> _token_data({}, {"logprobs": {"content": [{"token": "token_id:42", "logprob": 0}]}})
+    (None, [42], [0.0])
+    >>> _token_data({}, {"logprobs": None})
+    (None, None, None)
+    """
+    prompt = _token_ids(body.get("prompt_token_ids"))
+    if prompt is None:
+        prompt = _token_ids(choice.get("prompt_token_ids"))
+    completion = _token_ids(choice.get("token_ids"))
+    logprobs: list[float] | None = None
+    raw = choice.get("logprobs")
+    if isinstance(raw, Mapping):
+        content = raw.get("content")
+        if isinstance(content, list) and all(isinstance(entry, Mapping) for entry in content):
+            logprobs = _numbers([entry.get("logprob") for entry in content])
+            if completion is None and content:
+                completion = _ids_from_tokens([entry.get("token") for entry in content])
+        elif isinstance(raw.get("token_logprobs"), list):
+            logprobs = _numbers(raw["token_logprobs"])
+    return prompt, completion, logprobs
+
+
+def _numbers(values: list[Any]) -> list[float] | None:
+    if all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+        return [float(v) for v in values]
+    return None
+
+
+def _ids_from_tokens(tokens: list[Any]) -> list[int] | None:
+    """The ids of tokens spelt ``"token_id:{id}"`` (vLLM's ``return_tokens_as_token_ids``),
+    or None if any is spelt otherwise."""
+    ids = []
+    for token in tokens:
+        if not isinstance(token, str) or not token.startswith("token_id:") or not token[9:].isdigit():
+            return None
+        ids.append(int(token[9:]))
+    return ids
 
 
 def _retry_after(headers: httpx2.Headers) -> float | None:

@@ -33,9 +33,11 @@ __all__ = [
     "ErrorKind",
     "RolloutError",
     "RolloutRecord",
+    "RolloutSampling",
     "RolloutTiming",
     "RolloutUsage",
     "TaskOrigin",
+    "TurnTokens",
     "dump_record",
     "read_records",
     "rollout_record_json_schema",
@@ -98,6 +100,33 @@ class RolloutUsage(_Model):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_s: float = 0.0
+
+
+class TurnTokens(_Model):
+    """The tokens behind one assistant turn the policy sampled, as its endpoint returned them
+    (``envhub eval --record-tokens``): what a trainer needs to use the turn without
+    re-tokenising. A field is null where the endpoint sent nothing for it."""
+
+    prompt_token_ids: list[int] | None = Field(
+        None, description="The token ids of the prompt as the server rendered it (chat template applied, the "
+                          "conversation so far), so a trainer need not re-apply the template.")
+    completion_token_ids: list[int] | None = Field(
+        None, description="The token ids the model sampled for this turn, as generated (before any tool-call or "
+                          "reasoning parsing).")
+    logprobs: list[float] | None = Field(
+        None, description="The log-probability of each sampled token under the sampling policy, one per completion "
+                          "token.")
+    finish_reason: str | None = Field(None, description="Why the server stopped: stop, length, tool_calls, ...")
+
+
+class RolloutSampling(_Model):
+    """The settings the policy's turns were sampled with (null: the endpoint's default applied)."""
+
+    model: str | None = Field(None, description="The model the policy asked for.")
+    temperature: float | None = None
+    top_p: float | None = None
+    max_tokens: int | None = None
+    stop: str | list[str] | None = None
 
 
 class RolloutTiming(_Model):
@@ -178,6 +207,11 @@ class RolloutRecord(_Model):
     messages: list[dict[str, Any]] = Field(default_factory=list)
     usage: RolloutUsage = Field(default_factory=RolloutUsage)
     timing: RolloutTiming | None = None
+    turns_tokens: list[TurnTokens] | None = Field(
+        None, description="With --record-tokens: for each completion the policy's endpoint returned, in order (the "
+                          "policy's assistant turns in messages), its token ids and log-probs. Absent otherwise.")
+    sampling: RolloutSampling | None = Field(
+        None, description="With --record-tokens: the sampling settings of the policy's turns. Absent otherwise.")
 
     @field_validator("error", mode="before")
     @classmethod

@@ -24,9 +24,11 @@ from envhub.runtime._records import (
     CurriculumInfo,
     RolloutError,
     RolloutRecord,
+    RolloutSampling,
     RolloutTiming,
     RolloutUsage,
     TaskOrigin,
+    TurnTokens,
 )
 from envhub.runtime._types import Task
 
@@ -147,6 +149,10 @@ async def run_rollout(plan: RolloutPlan, job: RolloutJob) -> RolloutRecord:
         usage=RolloutUsage(**usage.as_dict()),
         timing=RolloutTiming(started_at=started_at, duration_s=round(time.perf_counter() - start, 6),
                              policy_s=round(policy_s, 6)),
+        # Only a policy that records tokens fills these (OpenAIPolicy(record_tokens=True)).
+        turns_tokens=[TurnTokens.model_construct(**turn) for turn in usage.turns_tokens]
+        if usage.turns_tokens is not None else None,
+        sampling=RolloutSampling.model_construct(**usage.sampling) if usage.sampling is not None else None,
     )})
 
 

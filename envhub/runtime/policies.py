@@ -12,7 +12,8 @@ Each of these is a :class:`~envhub.hookspecs.PolicyKind` registered through the 
 hook ``envhub_policies``, the built-in ones by envhub's own plugin.
 
 A policy is shared by every episode of a run, concurrently, so it keeps no per-episode state
-of its own; :func:`track_usage` collects an episode's token usage without it.
+of its own; :func:`track_usage` collects an episode's token usage without it, and, for a policy
+made with ``record_tokens``, the token ids and log-probs of each of its turns.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from envhub.errors import PolicyError, UsageError
-from envhub.runtime._chat import DEFAULT_BASE_URL, ChatClient, ChatResult
+from envhub.runtime._chat import DEFAULT_BASE_URL, TOKEN_REQUEST_FIELDS, ChatClient, ChatResult
 from envhub.runtime._types import Action, Observation, Task
 
 if TYPE_CHECKING:
@@ -83,13 +84,21 @@ class Policy(ABC):
 
 @dataclass
 class Usage:
-    """Requests, attempts, tokens and time spent by a policy within a :func:`track_usage` block."""
+    """Requests, attempts, tokens and time spent by a policy within a :func:`track_usage` block.
+
+    A policy that records tokens (``OpenAIPolicy(record_tokens=True)``) also fills
+    ``turns_tokens``, one entry per completion it returned, in order (the rollout record's
+    field of that name), and ``sampling``, the settings it sampled with; both stay None for
+    policies that record none.
+    """
 
     requests: int = 0
     attempts: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
     latency_s: float = 0.0
+    turns_tokens: list[dict[str, Any]] | None = None
+    sampling: dict[str, Any] | None = None
 
     def add(self, result: ChatResult) -> None:
         self.requests += 1
@@ -97,6 +106,16 @@ class Usage:
         self.prompt_tokens += _int(result.usage.get("prompt_tokens"))
         self.completion_tokens += _int(result.usage.get("completion_tokens"))
         self.latency_s += result.latency_s
+
+    def add_tokens(self, result: ChatResult, sampling: Mapping[str, Any]) -> None:
+        """Keep ``result``'s tokens as the next turn's (None where the server sent none), and
+        the ``sampling`` settings they were drawn with."""
+        if self.turns_tokens is None:
+            self.turns_tokens = []
+        self.turns_tokens.append({"prompt_token_ids": result.prompt_token_ids,
+                                  "completion_token_ids": result.completion_token_ids,
+                                  "logprobs": result.logprobs, "finish_reason": result.finish_reason})
+        self.sampling = dict(sampling)
 
     def as_dict(self) -> dict[str, Any]:
         return {"requests": self.requests, "attempts": self.attempts, "prompt_tokens": self.prompt_tokens,
@@ -161,22 +180,35 @@ class OpenAIPolicy(Policy):
     Each turn sends the conversation, the tools (omitted when there are none) and the sampling
     parameters given here, and returns the first choice's assistant message (``tool_calls``
     included). The request is retried on 429, 5xx and connection errors (see :class:`ChatClient`).
+
+    With ``record_tokens``, each request also asks for the tokens behind the completion
+    (:data:`~envhub.runtime._chat.TOKEN_REQUEST_FIELDS`: ``logprobs`` and ``return_token_ids``,
+    which vLLM and SGLang answer), and the rollout record keeps them per turn
+    (``turns_tokens``) with the sampling settings (``sampling``). Off by default: OpenAI's API
+    refuses ``return_token_ids``.
     """
 
     model: str  # always has one
 
-    def __init__(self, model: str, client: ChatClient, *, sampling: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, model: str, client: ChatClient, *, sampling: Mapping[str, Any] | None = None,
+                 record_tokens: bool = False) -> None:
         self.model = model
         self.name = f"openai:{model}"
         self.client = client
         self.sampling = _sampling(sampling)
+        self.record_tokens = record_tokens
+        self._request = {**self.sampling, **TOKEN_REQUEST_FIELDS} if record_tokens else self.sampling
+        #: What a record says the turns were sampled with (None: the endpoint's default).
+        self._settings = {"model": model, **{k: self.sampling.get(k) for k in _SAMPLING_KEYS}}
 
     async def act(self, observation: Observation, task: Task, *, env: Any) -> Action:
         result = await self.client.complete(model=self.model, messages=observation.messages,
-                                            tools=observation.tools or None, **self.sampling)
+                                            tools=observation.tools or None, **self._request)
         usage = _usage.get()
         if usage is not None:
             usage.add(result)
+            if self.record_tokens:
+                usage.add_tokens(result, self._settings)
         return result.message
 
     async def aclose(self) -> None:
@@ -331,7 +363,8 @@ def _import_error(module: str, e: BaseException) -> PolicyError:
 class PolicyOptions:
     """What a run gives the policy it makes (each policy uses what it needs): the settings
     (read from the environment by the caller), the endpoint and key of model policies, the
-    sampling parameters, retries, timeout, connection pool."""
+    sampling parameters, retries, timeout, connection pool, and whether to record the tokens
+    behind each turn (``record_tokens``: policies that call an endpoint which can return them)."""
 
     settings: Settings
     base_url: str | None = None
@@ -340,6 +373,7 @@ class PolicyOptions:
     max_retries: int = 5
     timeout: float = 120.0
     max_connections: int = 256
+    record_tokens: bool = False
 
 
 def openai_policy(model: str, options: PolicyOptions) -> OpenAIPolicy:
@@ -354,7 +388,7 @@ def openai_policy(model: str, options: PolicyOptions) -> OpenAIPolicy:
                           hint="set OPENAI_API_KEY, or pass --base-url for a local server that needs no key")
     client = ChatClient(url, key, timeout=options.timeout, max_retries=options.max_retries,
                         max_connections=options.max_connections)
-    return OpenAIPolicy(model, client, sampling=options.sampling)
+    return OpenAIPolicy(model, client, sampling=options.sampling, record_tokens=options.record_tokens)
 
 
 def make_policy(
@@ -366,6 +400,7 @@ def make_policy(
     max_retries: int = 5,
     timeout: float = 120.0,
     max_connections: int = 256,
+    record_tokens: bool = False,
     settings: Settings,
     plugins: PluginLookup,
 ) -> Policy:
@@ -376,6 +411,8 @@ def make_policy(
     For ``openai:``, the endpoint is ``base_url``, else ``OPENAI_BASE_URL``, else OpenAI's;
     the key is ``api_key``, else ``OPENAI_API_KEY`` (both read through ``settings``).
     ``sampling`` (a mapping or the manifest's ``[config.sampling]``) is sent with every request.
+    ``record_tokens`` asks the endpoint for each turn's token ids and log-probs and keeps them
+    in the rollout record (``openai:``; see :class:`OpenAIPolicy`).
 
     Raises :class:`UsageError` for a spec of none of these forms,
     :class:`envhub.errors.PluginConflictError` for a name two plugins provide, and
@@ -389,7 +426,8 @@ def make_policy(
         raise UsageError(f"unknown policy {spec!r}; a policy is one of: {', '.join(forms)}",
                          hint="e.g. --policy openai:gpt-4o-mini --base-url http://127.0.0.1:8000/v1")
     options = PolicyOptions(base_url=base_url, api_key=api_key, sampling=sampling, max_retries=max_retries,
-                            timeout=timeout, max_connections=max_connections, settings=settings)
+                            timeout=timeout, max_connections=max_connections, record_tokens=record_tokens,
+                            settings=settings)
     return kind.make(argument, options)  # type: ignore[no-any-return]
 
 
