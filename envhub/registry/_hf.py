@@ -4,6 +4,7 @@ Layout (spec/registry.md, "hf://")::
 
     dataset repo <namespace>/<name>            public; tagged ``envhub`` in its card
       README.md                                card: tags, ``configs`` of the public splits
+      environment.yaml                         the environment descriptor (``hf-env-0.1``)
       <the bundle's files>, .envhub/RECORD     one commit per version, browsable
       .envhub/version.json                     how to rebuild the exact archive
       .envhub/index.json                       every version's entry, and yank markers
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import tarfile
 import tempfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -35,11 +37,11 @@ from packaging.version import InvalidVersion, Version
 from envhub.errors import EnvNotFoundError, IntegrityError, RegistryError, VersionConflictError
 from envhub.ids import parse_name
 from envhub.registry._base import PublishResult, Registry, VersionEntry, same_or_conflict, utc_now, version_key
+from envhub.registry._hf_dataset import DESCRIPTOR, card, check_no_clash, descriptor
 from envhub.registry._hf_errors import LOGIN_HINT, HubContext, hub_error, status_of
 from envhub.registry._hf_tree import (
     VERSION_FILE,
     ArchiveTree,
-    card,
     check_rel_path,
     read_tree,
     rebuild_archive,
@@ -401,6 +403,7 @@ class HfRegistry(Registry):
         with self.hub.errors("publish", repo_id), tempfile.TemporaryDirectory(prefix="envhub-hf-push-") as tmp:
             tree = read_tree(bundle.public.path, bundle.public.digest, bundle.public.size, Path(tmp) / "tree",
                              max_bytes=self.max_bundle_bytes)
+            check_no_clash(tree.files, bundle.name, bundle.version, self.url)
             for _ in range(_ATTEMPTS):
                 refs = self.hub.refs(repo_id)
                 if refs is None:
@@ -447,6 +450,7 @@ class HfRegistry(Registry):
         own_readme = tree.files.get("README.md")
         readme, prefix = card(bundle.manifest, own_readme.read_bytes() if own_readme else None)
         files["README.md"] = readme
+        files[DESCRIPTOR] = descriptor(bundle.manifest)
         files[VERSION_FILE] = version_document(data, tree.archive_info(prefix))
         files[INDEX] = _index_document(index)
         commit = self.hub.commit_tree(repo_id, files, head=head, existing=self.hub.tree_paths(repo_id, head),
@@ -523,6 +527,8 @@ class HfHeldoutStore:
         """Upload the held-out archive's files to the companion repo (created private).
         The same digest already tagged is a no-op; another digest is a VersionConflictError."""
         assert bundle.heldout is not None
+        with tarfile.open(bundle.public.path, mode="r:") as public:  # refused before anything is uploaded
+            check_no_clash(dict.fromkeys(public.getnames()), bundle.name, bundle.version, self.registry.url)
         repo_id = self.repo_id(bundle.name)
         with self.hub.errors("store held-out splits", repo_id), \
                 tempfile.TemporaryDirectory(prefix="envhub-hf-heldout-") as tmp:

@@ -11,26 +11,20 @@ any other registry, verified the same way.
 from __future__ import annotations
 
 import json
-import re
 import stat
 import tarfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from envhub.errors import IntegrityError
 
-if TYPE_CHECKING:
-    from envhub.manifest import Manifest
-
-__all__ = ["VERSION_FILE", "ArchiveTree", "card", "check_rel_path", "read_tree", "rebuild_archive"]
+__all__ = ["VERSION_FILE", "ArchiveTree", "check_rel_path", "read_tree", "rebuild_archive"]
 
 VERSION_FILE = ".envhub/version.json"
 README = "README.md"
 FORMAT = 1
-#: Split names ``datasets`` accepts; other splits are left out of the card's configs.
-_SPLIT_NAME = re.compile(r"^\w+(\.\w+)*$")
 
 
 @dataclass(frozen=True)
@@ -63,29 +57,6 @@ def read_tree(archive: Path, digest: str, size: int, dest: Path, *, max_bytes: i
                 if member.mode & stat.S_IXUSR:
                     executables.append(member.name)
     return ArchiveTree(files, tuple(sorted(executables)), digest, size)
-
-
-def card(manifest: Manifest, body: bytes | None) -> tuple[bytes, int]:
-    """The repo's README.md: a YAML header (the ``envhub`` tag, the environment's tags, and
-    ``configs`` naming the public splits so ``datasets.load_dataset`` works), then the
-    bundle's own README (``body``) or a short generated one. Returns the bytes and the
-    length of what precedes ``body`` (0 if ``body`` is None)."""
-    import yaml
-
-    env = manifest.environment
-    tasks = manifest.tasks
-    data_files = [{"split": name, "path": split.path} for name, split in tasks.splits.items()
-                  if split.path is not None and not split.held_out and _SPLIT_NAME.match(name)]
-    header: dict[str, Any] = {"pretty_name": env.name, "tags": ["envhub", *[t for t in env.tags if t != "envhub"]]}
-    if data_files and tasks.format in ("jsonl", "parquet"):
-        header["configs"] = [{"config_name": "default", "data_files": data_files}]
-    prefix = ("---\n" + yaml.safe_dump(header, sort_keys=False) + "---\n").encode()
-    if body is not None:
-        return prefix + body, len(prefix)
-    generated = (f"\n# {env.name} {env.version}\n\n{env.description}\n\n"
-                 "An [envhub](https://github.com/envhub/envhub) environment. Pull it with\n\n"
-                 f"    envhub pull {env.name}@{env.version} --registry hf://\n")
-    return prefix + generated.encode(), 0
 
 
 def version_document(entry: dict[str, Any], archive: dict[str, Any]) -> bytes:
