@@ -12,7 +12,7 @@ import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
@@ -43,6 +43,9 @@ from envhub_registry._config import ServeConfig
 from envhub_registry._errors import ApiError, JSONResponse, error_response, from_envhub_error
 from envhub_registry._served import Served
 from envhub_registry._sessions import Session, Sessions
+
+if TYPE_CHECKING:
+    from envhub_registry._mcp import McpEndpoint
 
 __all__ = ["create_app"]
 
@@ -112,6 +115,7 @@ class _Api:
         self.sessions = Sessions(config.limits)
         self.auth = Auth(config.access)
         self.started = time.time()
+        self.mcp: McpEndpoint | None = None
 
     def _served(self, request: Request) -> Served:
         name = f"{request.path_params['namespace']}/{request.path_params['name']}"
@@ -174,6 +178,13 @@ class _Api:
         body = await _parse(request, CreateEpisodeRequest)
         held_out = served.held_out(body.split)
         self.auth.check(request, held_out=held_out, what=f"split {body.split!r} of {served.name}")
+        created = await self.start_episode(served, body, held_out=held_out)
+        return JSONResponse(created.to_json(), status_code=201)
+
+    async def start_episode(self, served: Served, body: CreateEpisodeRequest, *, held_out: bool) -> EpisodeCreated:
+        """Open and reset an episode of ``served`` as ``body`` asks (the caller has checked
+        access). Raises :class:`ApiError` (429 past max-episodes, 500 if the environment
+        fails to start it) and what the environment raises for an unknown split or task."""
         env = served.env
         # The policy's model comes with each request; the one environment serves every model.
         env.check_scoring(body.scoring)
@@ -187,10 +198,10 @@ class _Api:
             self.sessions.close(session, "closed", "the environment failed to start it")
             raise self._environment_error(served, e, held_out, "starting the episode") from None
         limits = self.config.limits
-        return JSONResponse(EpisodeCreated(
+        return EpisodeCreated(
             session.id, served.name, task.split, served.task_view(task, held_out=held_out), held_out, observation,
             episode.max_turns, limits.idle_timeout_s, limits.episode_timeout_s,
-        ).to_json(), status_code=201)
+        )
 
     def _session(self, request: Request) -> Session:
         session = self.sessions.get(request.path_params["episode_id"])
@@ -218,6 +229,16 @@ class _Api:
         except TypeError as e:
             raise ApiError(400, "invalid-action", str(e),
                            hint='send the assistant\'s text, or {"role": "assistant", "content": ..., "tool_calls": [...]}') from None
+        view = await self.take_step(session, action)
+        return JSONResponse(view.to_json())
+
+    async def take_step(self, session: Session, action: dict[str, Any]) -> StepView:
+        """Take the turn ``action`` in ``session``'s episode under its wall-clock limit, and
+        close the episode when it ends. Raises :class:`ApiError` 409 while another step
+        runs, 410 when the limit passes during the step."""
+        if session.busy:
+            raise ApiError(409, "episode-busy", f"episode {session.id!r} is already taking a step",
+                           hint="send one step at a time, and wait for each answer")
         episode = session.episode
         before = len(episode.messages)
         step = asyncio.ensure_future(episode.astep(action))
@@ -236,13 +257,13 @@ class _Api:
             # failure recorded as its error (as a rollout record records it), reward null.
             self.sessions.close(session, "done", "the environment failed in a step")
             failure = self._environment_error(session.served, e, session.held_out, "this step")
-            return JSONResponse(StepView.failed(episode.observation(), episode.messages[before:], failure.message,
-                                                turns=episode.turns).to_json())
+            return StepView.failed(episode.observation(), episode.messages[before:], failure.message,
+                                   turns=episode.turns)
         view = StepView.of(result, episode.messages[before:], turns=episode.turns, truncated=episode.truncated,
                            held_out=session.held_out, episode=episode)
         if result.done:
             self.sessions.close(session, "done", "it has ended")
-        return JSONResponse(view.to_json())
+        return view
 
     async def close_episode(self, request: Request) -> JSONResponse:
         episode_id = request.path_params["episode_id"]
@@ -292,7 +313,10 @@ class _Api:
     async def lifespan(self, app: Starlette) -> AsyncIterator[None]:
         reaper = asyncio.create_task(self.sessions.reap_forever())
         try:
-            yield
+            async with contextlib.AsyncExitStack() as stack:
+                if self.mcp is not None:
+                    await stack.enter_async_context(self.mcp.run())
+                yield
         finally:
             reaper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -399,6 +423,13 @@ def create_app(envs: Sequence[Environment], config: ServeConfig | None = None) -
         Route(PREFIX + "/episodes/{episode_id}", api.close_episode, methods=["DELETE"]),
         Route(PREFIX + "/episodes/{episode_id}/step", api.step, methods=["POST"]),
     ]
+    try:
+        from envhub_registry._mcp import McpEndpoint
+    except ImportError as e:  # the mcp SDK is optional: without it, /mcp is not served
+        log.info("the MCP endpoint (/mcp) is not served: %s (install envhub-rl[mcp])", e)
+    else:
+        api.mcp = McpEndpoint(api, config.host)
+        routes += api.mcp.routes()
     app = Starlette(routes=routes, lifespan=api.lifespan,
                     middleware=[Middleware(_BodyLimit, max_body_bytes=config.limits.max_body_bytes)],
                     exception_handlers={ApiError: _api_error, EnvhubError: _envhub_error,
