@@ -38,7 +38,6 @@ from starlette.routing import Route
 from envhub import __version__ as envhub_version
 from envhub.errors import EnvhubError
 from envhub.runtime.served import CreateEpisodeRequest, StepView
-
 from envhub_registry._errors import ApiError, from_envhub_error
 
 if TYPE_CHECKING:
