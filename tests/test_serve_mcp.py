@@ -211,5 +211,6 @@ def test_unsupported_protocol_version_names_the_supported_ones(server: Server) -
         "Accept": "application/json, text/event-stream", "Content-Type": "application/json"},
         json={"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}})
     assert response.status_code == 400
+    supported = list(MODERN_PROTOCOL_VERSIONS)
     assert response.json()["error"] == {"code": -32022, "message": "Unsupported protocol version",
-                                        "data": {"supported": list(MODERN_PROTOCOL_VERSIONS), "requested": "1999-01-01"}}
+                                        "data": {"supported": supported, "requested": "1999-01-01"}}
