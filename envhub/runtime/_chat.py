@@ -19,6 +19,7 @@ import json
 import random
 import ssl
 import time
+import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -348,9 +349,11 @@ def _assistant_message(raw: Mapping[str, Any]) -> Message:
 #:   the response (``prompt_token_ids``) and the completion's on the choice
 #:   (``choices[0].token_ids``); SGLang puts both on the choice (``choices[0].prompt_token_ids``,
 #:   ``choices[0].token_ids``).
+#: vLLM's own test of the chat shape: tests/entrypoints/openai/basic/test_return_token_ids.py
+#: (``response.prompt_token_ids``, ``response.choices[0].token_ids``; both None when not asked).
 #: Neither is sent unless asked for: OpenAI's own API refuses unknown fields such as
 #: ``return_token_ids``, and a server that ignores them answers without the data (None fields).
-TOKEN_REQUEST_FIELDS: Mapping[str, Any] = {"logprobs": True, "return_token_ids": True}
+TOKEN_REQUEST_FIELDS: Mapping[str, Any] = types.MappingProxyType({"logprobs": True, "return_token_ids": True})
 
 
 def _token_ids(value: Any) -> list[int] | None:
