@@ -24,6 +24,8 @@ import importlib.util
 import inspect
 import json
 import signal
+import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -288,7 +290,8 @@ def test_the_reward_function_needs_the_task_columns(arith: Environment) -> None:
     (reward,) = envhub_trl.reward_funcs(arith)
     with pytest.raises(UsageError, match=r"^envhub_reward needs the dataset's 'task_id' and 'split' columns to find "
                                          r"each completion's task; build the dataset with "
-                                         r"envhub.integrations.trl.train_dataset\(env, split\)$"):
+                                         r"envhub.integrations.trl.train_dataset\(env, split\), and keep "
+                                         r"GRPOConfig\(remove_unused_columns=False\), the default$"):
         reward(**kwargs)
     rows = [{**rows[0], "task_id": "arith-dev-99999", "split": "dev"}]
     kwargs = _reward_kwargs(rows, [[{"role": "assistant", "content": "4"}]] * G)
@@ -419,6 +422,42 @@ def test_tools_that_cannot_be_methods_are_refused(tmp_path: Path) -> None:
             pytest.raises(UsageError, match=r"^tool 'reset' of acme/calc: TRL exposes tools as public methods, so a "
                                             r"tool cannot be named 'reset'"):
         envhub_trl.environment_factory(env)
+
+
+# --- the example script in docs/integrations.md ---------------------------------------------
+
+
+def _example() -> Any:
+    path = Path(__file__).resolve().parents[1] / "docs" / "examples" / "trl_grpo.py"
+    spec = importlib.util.spec_from_file_location("trl_grpo_example", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_example_gives_the_trainer_what_it_needs(grid: Environment, arith: Environment) -> None:
+    example = _example()
+    tools = example.trainer_kwargs(grid, "dev", limit=2, turn_return=True)
+    assert sorted(tools) == ["environment_factory", "reward_funcs", "train_dataset"]
+    loop = TrlLoop(tools["environment_factory"], tools["reward_funcs"])
+    _, (final, returns), _ = loop.step(tools["train_dataset"].to_list(), winner)
+    assert final == [1.0] * (2 * G) and all(r is not None and r > 1.0 for r in returns)
+    single = example.trainer_kwargs(arith, "dev", limit=2)
+    assert sorted(single) == ["reward_funcs", "train_dataset"]  # no tools: no environment factory
+    rows = single["train_dataset"].to_list()
+    answers = [[{"role": "assistant", "content": f"\\boxed{{{arith.task('dev', r['task_id'])['answer']}}}"}]
+               for r in rows for _ in range(G)]
+    kwargs = _reward_kwargs(rows, answers)
+    kwargs.pop("_metrics")
+    assert single["reward_funcs"][0](**kwargs) == [1.0] * (2 * G)
+
+
+def test_the_example_script_runs_without_trl_for_help() -> None:
+    result = subprocess.run([sys.executable, str(Path(__file__).resolve().parents[1] / "docs" / "examples" /
+                                                 "trl_grpo.py"), "--help"], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("usage: trl_grpo.py [-h] [--trust]") and "--turn-weight" in result.stdout
 
 
 # --- opt-in: two GRPO steps with TRL itself ------------------------------------------------

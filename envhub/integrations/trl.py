@@ -190,7 +190,8 @@ def _scores(tasks: _Tasks, prompts: list[Any], completions: list[Any], kwargs: M
     ids, splits = kwargs.get(TASK_ID), kwargs.get(SPLIT)
     if ids is None or splits is None:
         raise UsageError(f"envhub_reward needs the dataset's {TASK_ID!r} and {SPLIT!r} columns to find each "
-                         "completion's task; build the dataset with envhub.integrations.trl.train_dataset(env, split)")
+                         "completion's task; build the dataset with envhub.integrations.trl.train_dataset(env, split), "
+                         "and keep GRPOConfig(remove_unused_columns=False), the default")
     if not len(ids) == len(splits) == len(prompts) == len(completions):
         raise UsageError(f"envhub_reward got {len(completions)} completions, {len(prompts)} prompts, "
                          f"{len(ids)} {TASK_ID} and {len(splits)} {SPLIT}: one of each per completion expected")
