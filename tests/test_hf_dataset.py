@@ -21,9 +21,13 @@ import pytest
 import yaml
 
 from envhub.errors import RegistryError
+from tests import test_hf
 from tests.hf_server import HubServer
-from tests.registry_fixtures import NAME, PLUGINS, SECRET, write_env
-from tests.test_hf import ALICE, _push, hub, url  # noqa: F401 - fixtures
+from tests.registry_fixtures import NAME, SECRET, write_env
+from tests.test_hf import ALICE, _push
+
+#: test_hf's fixtures: a fresh test Hub (alice may write to acme/ and envhub-examples/), its hf:// URL.
+hub, url = test_hf.hub, test_hf.url
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "example_envs"
 
@@ -159,3 +163,127 @@ def test_example_card_and_descriptor(arith: Path, hub: HubServer) -> None:
                               "manifest": "envhub.toml",
                               "pull": f"envhub pull {ARITH}@1.0.3 --registry hf://"}
     assert doc["reward"] == {"verifier": "numeric", "range": [0.0, 1.0], "score_version": 1}
+
+
+# --- a generator environment: no task files --------------------------------------------------------
+
+SEQUENCES = "envhub-examples/number-sequences"
+
+
+def test_generator_environment_has_no_configs_and_says_its_splits_are_generated(
+        hub: HubServer, url: str, tmp_path: Path) -> None:
+    root = EXAMPLES / "number-sequences"
+    _push(url, root)
+    header = card_header(hub, SEQUENCES, "v2.0.0")
+    assert "configs" not in header  # no task files: nothing for datasets to load
+    doc = descriptor_of(hub, SEQUENCES, "v2.0.0")
+    assert doc["splits"] == {
+        "train": {"source": "generated", "generator": "sequences:make_task", "seeds": [0, 1000000000],
+                  "rows": 1000000000, "description": "For training: an unbounded supply, a quarter at each level."},
+        "dev": {"source": "generated", "generator": "sequences:make_task", "seeds": [1000000000, 1000000040],
+                "rows": 40, "description": "40 fixed tasks, 10 at each level, for quick evaluation."},
+        "test": {"source": "held-out", "rows": 80, "description": "Held out: 80 tasks whose seeds are drawn with "
+                 "a secret key that only the held-out store holds."},
+    }
+    assert doc["runtime"]["protocol"] == "single-turn"
+    assert doc["reward"] == {"verifier": "numeric", "range": [0.0, 1.0], "score_version": 2}
+    public = hub.files(SEQUENCES, "v2.0.0")
+    key = (root / "secrets/test.key").read_text().strip()
+    assert not any(key.encode() in data for data in public.values())
+    # Without configs, datasets guesses from the repo's files (code, prompts, envhub.toml), finds no
+    # tasks and refuses; the descriptor is what says where the tasks come from.
+    (train,) = load_datasets(hub, tmp_path, [{"repo": SEQUENCES, "revision": "v2.0.0", "split": "train"}])
+    assert train["error"] == "DataFilesNotFoundError"
+
+
+# --- parquet tasks, and splits datasets cannot load -------------------------------------------------
+
+PARQUET_MANIFEST = """\
+[environment]
+name = "acme/arith"
+version = "1.0.0"
+description = "Arithmetic drills, in parquet."
+canary = "envhub-canary:0123456789abcdef0123456789abcdef"
+
+[tasks]
+format = "parquet"
+splits.train = { path = "tasks/train.parquet" }
+splits.dev = { path = "tasks/dev.parquet", description = "Quick checks." }
+splits.test = { path = "tasks/test.parquet", held-out = true }
+
+[verifier]
+kind = "numeric"
+"""
+
+
+def _parquet_rows(split: str, n: int, answer: str = "") -> list[dict[str, Any]]:
+    return [{"id": f"{split}-{i}", "prompt": f"{i}+1?", "answer": f"{answer}{i + 1}", "level": i % 3}
+            for i in range(n)]
+
+
+def test_parquet_tasks_load_as_rows(hub: HubServer, url: str, tmp_path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    root = tmp_path / "b"
+    (root / "tasks").mkdir(parents=True)
+    (root / "envhub.toml").write_text(PARQUET_MANIFEST)
+    tables = {"train": _parquet_rows("train", 5), "dev": _parquet_rows("dev", 2),
+              "test": _parquet_rows("test", 4, answer=SECRET)}
+    for split, rows in tables.items():
+        pq.write_table(pa.Table.from_pylist(rows), root / "tasks" / f"{split}.parquet")
+    _push(url, root)
+    assert card_header(hub, NAME, "v1.0.0")["configs"] == [
+        {"config_name": "default", "data_files": [{"split": "train", "path": "tasks/train.parquet"},
+                                                  {"split": "dev", "path": "tasks/dev.parquet"}]}]
+    doc = descriptor_of(hub, NAME, "v1.0.0")
+    assert doc["splits"] == {
+        "train": {"source": "dataset", "config": "default", "format": "parquet", "path": "tasks/train.parquet",
+                  "rows": 5},
+        "dev": {"source": "dataset", "config": "default", "format": "parquet", "path": "tasks/dev.parquet",
+                "rows": 2, "description": "Quick checks."},
+        "test": {"source": "held-out", "rows": 4},
+    }
+    assert (doc["runtime"]["protocol"], doc["reward"]["verifier"]) == ("single-turn", "numeric")
+    assert "tasks/test.parquet" not in hub.files(NAME, "v1.0.0")
+    train, dev, test = load_datasets(hub, tmp_path, [{"repo": NAME, "revision": "v1.0.0", "split": s}
+                                                      for s in ("train", "dev", "test")])
+    assert (train["rows"], dev["rows"]) == (tables["train"], tables["dev"])
+    assert test == {"error": "ValueError", "message": "Unknown split \"test\". Should be one of ['train', 'dev']."}
+
+
+def test_splits_datasets_cannot_load_are_described_but_not_configured(hub: HubServer, url: str,
+                                                                     tmp_path: Path) -> None:
+    # 'hard-ones' is a valid envhub split name but not a datasets one (no '-' in split names).
+    hard = '{"id": "h", "prompt": "p", "answer": "a"}\n'
+    root = write_env(tmp_path / "b", heldout=False, files={"tasks/hard.jsonl": hard})
+    manifest = (root / "envhub.toml").read_text()
+    (root / "envhub.toml").write_text(manifest.replace(
+        'splits.train = { path = "tasks/train.jsonl" }',
+        'splits.train = { path = "tasks/train.jsonl" }\nsplits.hard-ones = { path = "tasks/hard.jsonl" }'))
+    _push(url, root)
+    assert card_header(hub, NAME, "v1.0.0")["configs"][0]["data_files"] == [
+        {"split": "train", "path": "tasks/train.jsonl"}]
+    assert descriptor_of(hub, NAME, "v1.0.0")["splits"] == {
+        "train": {"source": "dataset", "config": "default", "format": "jsonl", "path": "tasks/train.jsonl", "rows": 3},
+        "hard-ones": {"source": "file", "format": "jsonl", "path": "tasks/hard.jsonl", "rows": 1},
+    }
+
+
+# --- the descriptor's path belongs to envhub -----------------------------------------------------------
+
+@pytest.mark.parametrize("heldout", [True, False], ids=["with-held-out", "public-only"])
+def test_a_bundle_with_its_own_descriptor_is_refused_before_any_upload(hub: HubServer, url: str, tmp_path: Path,
+                                                                       heldout: bool) -> None:
+    root = write_env(tmp_path / "b", heldout=heldout, files={"environment.yaml": "name: conda-env\n"})
+    with pytest.raises(RegistryError) as exc:
+        _push(url, root)
+    assert str(exc.value) == (
+        f"{url}: cannot publish acme/arith@1.0.0: the bundle has its own environment.yaml, which on the Hub is "
+        "the environment descriptor envhub writes\n"
+        "  hint: rename the bundle's environment.yaml (e.g. to conda-environment.yaml) and push again")
+    assert hub.repos == {}  # neither the public repo nor the held-out companion was made
+    shutil.move(root / "environment.yaml", root / "conda-environment.yaml")
+    _push(url, root)
+    assert yaml.safe_load(hub.files(NAME)["environment.yaml"])["spec_version"] == "hf-env-0.1"
+    assert hub.files(NAME)["conda-environment.yaml"] == b"name: conda-env\n"

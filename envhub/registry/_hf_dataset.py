@@ -62,7 +62,7 @@ def card(manifest: Manifest, body: bytes | None) -> tuple[bytes, int]:
     env = manifest.environment
     data_files = [{"split": name, "path": path} for name, path in dataset_splits(manifest).items()]
     header: dict[str, Any] = {"pretty_name": env.name, "tags": ["envhub", *[t for t in env.tags if t != "envhub"]]}
-    if data_files:
+    if data_files:  # none (generated, mixture, other formats): no configs, as the Hub expects
         header["configs"] = [{"config_name": CONFIG_NAME, "data_files": data_files}]
     prefix = ("---\n" + yaml.safe_dump(header, sort_keys=False) + "---\n").encode()
     if body is not None:
@@ -124,7 +124,8 @@ def descriptor(manifest: Manifest) -> bytes:
         "reward": {"verifier": verifier.kind if verifier is not None else None, "range": list(REWARD_RANGE),
                    "score_version": env.score_version},
     }
-    return yaml.safe_dump(document, sort_keys=False, allow_unicode=True).encode()
+    text: str = yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
+    return text.encode()
 
 
 def check_no_clash(files: dict[str, Any], name: str, version: str, url: str) -> None:
