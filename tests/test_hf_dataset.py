@@ -246,6 +246,9 @@ def test_parquet_tasks_load_as_rows(hub: HubServer, url: str, tmp_path: Path) ->
     }
     assert (doc["runtime"]["protocol"], doc["reward"]["verifier"]) == ("single-turn", "numeric")
     assert "tasks/test.parquet" not in hub.files(NAME, "v1.0.0")
+    readme = hub.files(NAME, "v1.0.0")["README.md"].decode()  # generated: the bundle has no README
+    assert readme.endswith("or load its public tasks as a dataset:\n\n"
+                           "    datasets.load_dataset('acme/arith', revision='v1.0.0', split='train')\n")
     train, dev, test = load_datasets(hub, tmp_path, [{"repo": NAME, "revision": "v1.0.0", "split": s}
                                                       for s in ("train", "dev", "test")])
     assert (train["rows"], dev["rows"]) == (tables["train"], tables["dev"])
@@ -287,3 +290,24 @@ def test_a_bundle_with_its_own_descriptor_is_refused_before_any_upload(hub: HubS
     _push(url, root)
     assert yaml.safe_load(hub.files(NAME)["environment.yaml"])["spec_version"] == "hf-env-0.1"
     assert hub.files(NAME)["conda-environment.yaml"] == b"name: conda-env\n"
+
+
+# --- the descriptor of what a push cannot show here: a mixture ------------------------------------------
+
+def test_mixture_descriptor_and_a_version_yaml_would_read_as_a_number() -> None:
+    from envhub.manifest import parse_manifest
+    from envhub.registry._hf_dataset import card, descriptor
+
+    manifest, problems = parse_manifest(
+        '[environment]\nname = "acme/mix"\nversion = "1.0"\n'
+        '[dependencies]\n"acme/a" = ">=1"\n"acme/b" = ">=1"\n'
+        '[tasks]\nformat = "mixture"\nsplits.train = { size = 30, mixture = [{ env = "acme/a", split = "train", '
+        'weight = 2 }, { env = "acme/b", split = "dev", weight = 1 }] }\n')
+    assert problems == []
+    doc = yaml.safe_load(descriptor(manifest))
+    assert doc["version"] == "1.0"  # a string, not the float 1.0
+    assert doc["splits"] == {"train": {"source": "mixture", "rows": 30, "components": [
+        {"env": "acme/a", "split": "train", "weight": 2.0}, {"env": "acme/b", "split": "dev", "weight": 1.0}]}}
+    assert doc["reward"] == {"verifier": None, "range": [0.0, 1.0], "score_version": 1}
+    readme, prefix = card(manifest, None)
+    assert prefix == 0 and b"configs" not in readme and b"load_dataset" not in readme
