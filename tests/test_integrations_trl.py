@@ -305,8 +305,8 @@ def test_a_responder_environment_has_no_tool_loop(tmp_path: Path) -> None:
 
     path = create_bundle("acme/guess", tmp_path / "guess", protocol="multi-turn")
     with envhub.load(path, trust_code=True) as env:
-        with pytest.raises(UsageError, match=r"^acme/guess answers the model with user turns \(harness 'multi-turn'\), "
-                                             r"which TRL's tool loop does not run"):
+        with pytest.raises(UsageError, match=r"^acme/guess answers the model with user turns \(a responder; harness "
+                                             r"'multi-turn'\), which TRL's tool loop does not run"):
             envhub_trl.environment_factory(env)
         assert len(envhub_trl.train_dataset(env, "dev")) > 0  # its dataset and reward function still work
 
@@ -422,6 +422,77 @@ def test_tools_that_cannot_be_methods_are_refused(tmp_path: Path) -> None:
             pytest.raises(UsageError, match=r"^tool 'reset' of acme/calc: TRL exposes tools as public methods, so a "
                                             r"tool cannot be named 'reset'"):
         envhub_trl.environment_factory(env)
+
+
+_CONVERT = '''
+
+def convert(value: float, unit: Literal["cm", "inch"], digits: int = 2, notes: list[str] | None = None) -> str:
+    """Convert a length
+    between units.
+
+    Args:
+        value: the length in the other unit.
+        unit: the unit to convert to.
+        digits: how many digits
+            to round to.
+        notes: anything to say.
+    """
+    return str(round(value * (2.54 if unit == "cm" else 1 / 2.54), digits))
+'''
+
+
+@pytest.fixture(scope="module")
+def calc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Environment]:
+    """The scaffold's tool-use bundle with a tool of an enum, defaults and an optional list."""
+    from envhub.scaffold import create_bundle
+
+    path = create_bundle("acme/calc", tmp_path_factory.mktemp("calc") / "calc", protocol="tool-use")
+    tools = path / "calc" / "tools.py"
+    source = tools.read_text().replace("import ast\n", "import ast\nfrom typing import Literal\n", 1)
+    tools.write_text(source + _CONVERT)
+    manifest = path / "envhub.toml"
+    manifest.write_text(manifest.read_text().replace('tools = ["calc.tools:calculate"]',
+                                                     'tools = ["calc.tools:calculate", "calc.tools:convert"]'))
+    with envhub.load(path, trust_code=True) as env:
+        assert isinstance(env, Environment)
+        yield env
+
+
+def test_tool_parameters_keep_their_types_enums_and_defaults(calc: Environment) -> None:
+    instance = envhub_trl.environment_factory(calc)()
+    assert str(inspect.signature(instance.convert)) == ("(*, value: float, unit: str, digits: int = 2, "
+                                                        "notes: list[str] | None = None) -> str")
+    assert inspect.getdoc(instance.convert) == (
+        'Convert a length between units.\n\nArgs:\n    value: the length in the other unit.\n'
+        '    unit: the unit to convert to. (choices: ["cm", "inch"])\n    digits: how many digits to round to.\n'
+        '    notes: anything to say.')
+    row = envhub_trl.train_dataset(calc, "dev", limit=1).to_list()[0]
+    assert instance.reset(**row) is None
+    assert instance.convert(value=2, unit="cm") == "5.08"  # the tool's own default for digits
+    assert instance.convert(value=2, unit="cm", digits=1) == "5.1"
+    error = instance.convert(value=2, unit="mile")  # a bad argument is the tool's error message, as in envhub
+    assert error == "Error: invalid arguments for convert: unit: Input should be 'cm' or 'inch'"
+    assert instance._episode.tool_errors == 1
+    assert instance._episode.turns == 3
+
+
+@pytest.mark.skipif(importlib.util.find_spec("transformers") is None, reason="needs transformers")
+def test_transformers_rebuilds_each_tools_schema(calc: Environment, grid: Environment) -> None:  # pragma: no cover
+    from transformers.utils.chat_template_utils import get_json_schema
+
+    for env in (calc, grid):
+        instance = envhub_trl.environment_factory(env)()
+        for spec in env.tool_specs:
+            function = spec["function"]
+            got = get_json_schema(getattr(instance, function["name"]))["function"]
+            assert got["name"] == function["name"]
+            assert got["description"] == " ".join(function["description"].split())
+            want = function["parameters"]
+            assert got["parameters"].get("required", []) == want.get("required", [])
+            for name, schema in want["properties"].items():
+                rebuilt = got["parameters"]["properties"][name]
+                assert rebuilt.get("enum") == schema.get("enum")
+                assert rebuilt["description"] == " ".join(schema["description"].split())
 
 
 # --- the example script in docs/integrations.md ---------------------------------------------

@@ -47,7 +47,7 @@ import random
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from inspect import Parameter, Signature
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Union
 
 from envhub.errors import UsageError
 from envhub.runtime import Environment
@@ -345,9 +345,9 @@ def environment_factory(env: EnvironmentProtocol, *, split: str | None = None, s
     name or parameters cannot be a Python method (TRL calls tools as ``method(**arguments)``).
     """
     if env.manifest.harness.protocol == "multi-turn" or (isinstance(env, Environment) and env.harness.responds):
-        raise UsageError(f"{env.name} answers the model with user turns (harness {env.manifest.harness.protocol!r}), "
-                         "which TRL's tool loop does not run; use reward_funcs(env) with a single-turn dataset, "
-                         "or a tool-use environment")
+        raise UsageError(f"{env.name} answers the model with user turns (a responder; harness "
+                         f"{env.manifest.harness.protocol!r}), which TRL's tool loop does not run; use "
+                         "reward_funcs(env) with a single-turn dataset, or an environment without a responder")
     methods: dict[str, Any] = {}
     for spec in env.tool_specs:
         function = spec.get("function", spec)
@@ -379,9 +379,9 @@ def _tool_method(env_name: str, function: Mapping[str, Any]) -> Callable[..., An
         if not pname.isidentifier() or pname == "self":
             raise UsageError(f"{where}: parameter {pname!r} cannot be a Python keyword argument, "
                              "and TRL calls tools as method(**arguments)")
-        kind = schema.get("type") if isinstance(schema, Mapping) else None
-        annotations[pname] = _PY_TYPES.get(kind, str) if isinstance(kind, str) else str
-        default = Parameter.empty if pname in required else None
+        annotations[pname] = _annotation(schema)
+        default = Parameter.empty if pname in required else \
+            schema.get("default") if isinstance(schema, Mapping) else None
         params.append(Parameter(pname, Parameter.KEYWORD_ONLY, default=default, annotation=annotations[pname]))
         text = " ".join(str(schema.get("description") or pname).split()) if isinstance(schema, Mapping) else pname
         if isinstance(schema, Mapping) and schema.get("enum"):
@@ -398,6 +398,28 @@ def _tool_method(env_name: str, function: Mapping[str, Any]) -> Callable[..., An
     tool.__annotations__ = annotations
     tool.__signature__ = Signature(params, return_annotation=str)  # type: ignore[attr-defined]
     return tool
+
+
+def _annotation(schema: Any) -> Any:
+    """The type hint transformers' get_json_schema turns back into ``schema``: JSON types as
+    Python ones, ``array`` items as ``list[...]``, a ``null`` option as ``| None``, other
+    unions as ``Union``; whatever has no Python counterpart (a nested object's properties,
+    ``$ref``) reaches the model as the plain type, and a schema with no type as ``str``."""
+    if not isinstance(schema, Mapping):
+        return str
+    options = schema.get("anyOf") or schema.get("oneOf")
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        options = [{**schema, "type": k} for k in kind]
+    if isinstance(options, list):
+        nullable = any(isinstance(p, Mapping) and p.get("type") == "null" for p in options)
+        hints = [_annotation(p) for p in options if not (isinstance(p, Mapping) and p.get("type") == "null")]
+        hint = Union[tuple(hints)] if hints else str  # noqa: UP007 - built from a list, at run time
+        return hint | None if nullable else hint
+    if kind == "array":
+        items = schema.get("items")
+        return list[_annotation(items)] if isinstance(items, Mapping) and items else list  # type: ignore[misc]
+    return _PY_TYPES.get(kind, str) if isinstance(kind, str) else str
 
 
 def _class_name(env_name: str) -> str:
