@@ -551,3 +551,46 @@ def test_two_grpo_steps_on_a_tiny_random_model(arith: Environment, tmp_path: Pat
     trainer.train()
     assert trainer.state.global_step == 2
     assert any("rewards/envhub_reward/mean" in entry for entry in trainer.state.log_history)
+
+
+@pytest.mark.skipif(any(importlib.util.find_spec(m) is None for m in ("trl", "torch", "jmespath")),
+                    reason="needs trl, torch and jmespath (pip install trl torch jmespath)")
+def test_two_grpo_steps_with_the_environment_factory(grid: Environment, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:  # pragma: no cover
+    # As TRL's own tests/test_grpo_trainer.py::test_train_with_environment_factory: a tiny random model whose
+    # generate() is scripted, here to call move once and then answer.
+    from unittest.mock import patch
+
+    import torch
+    from transformers import AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+    model_id = "trl-internal-testing/tiny-Qwen3MoeForCausalLM"
+    tokenizer = AutoTokenizer.from_pretrained(model_id)
+    call = '<tool_call>\n{"name": "move", "arguments": {"direction": "north"}}\n</tool_call><|im_end|>'
+    texts = {"call": tokenizer.encode(call, add_special_tokens=False),
+             "done": tokenizer.encode("Done!<|im_end|>", add_special_tokens=False)}
+    calls = []
+
+    def fake_generate(input_ids: Any, **kwargs: Any) -> Any:
+        ids = texts["call"] if len(calls) % 2 == 0 else texts["done"]  # each step: a move, then the answer
+        calls.append(input_ids.shape[0])
+        completion = torch.tensor([ids] * input_ids.shape[0], device=input_ids.device)
+        return torch.cat([input_ids, completion], dim=-1)
+
+    args = GRPOConfig(output_dir=str(tmp_path), learning_rate=0.1, per_device_train_batch_size=2, num_generations=2,
+                      max_steps=2, max_completion_length=64, report_to="none", logging_steps=1)
+    trainer = GRPOTrainer(model=model_id, args=args, processing_class=tokenizer,
+                          train_dataset=envhub_trl.train_dataset(grid, "dev", limit=2),
+                          reward_funcs=envhub_trl.reward_funcs(grid, turn_return=True),
+                          environment_factory=envhub_trl.environment_factory(grid))
+    with patch.object(trainer.model, "generate", side_effect=fake_generate):
+        trainer.train()
+    assert trainer.state.global_step == 2 and calls == [2, 2, 2, 2]
+    last = trainer.state.log_history[-1]
+    assert last["tools/call_frequency"] == pytest.approx(1.0) and last["tools/failure_frequency"] == 0
+    assert "rewards/envhub_reward/mean" in last and "rewards/envhub_turn_return/mean" in last
+    for environment in trainer.environments:
+        episode = environment._episode
+        assert episode.turns == 2 and episode.ended_by == "policy" and len(episode.turn_rewards) == 2
