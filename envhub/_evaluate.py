@@ -36,9 +36,9 @@ def evaluate(env: EnvironmentProtocol | str | os.PathLike[str], policy: Policy |
              output: str | os.PathLike[str] | None = None, output_dir: str | os.PathLike[str] | None = None,
              resume: bool = False, curriculum: bool = False, timeout_s: float | None = None,
              success_threshold: float = 1.0, executor: Executor | str = "local",
-             base_url: str | None = None, force_self_judge: bool = False, context: Context | None = None,
-             trust_code: bool = False, registry: str | None = None, with_heldout: bool = False,
-             offline: bool | None = None,
+             base_url: str | None = None, record_tokens: bool = False, force_self_judge: bool = False,
+             context: Context | None = None, trust_code: bool = False, registry: str | None = None,
+             with_heldout: bool = False, offline: bool | None = None,
              on_record: Callable[[RolloutRecord], None] | None = None) -> EvalResult:
     """Roll out ``policy`` on ``split`` of ``env`` and return the typed result: the summary,
     the records, where they were written, and how many rollouts ran, were skipped and failed.
@@ -52,6 +52,8 @@ def evaluate(env: EnvironmentProtocol | str | os.PathLike[str], policy: Policy |
     (``"local"`` or one a plugin provides); with ``curriculum``, ``n`` draws of the manifest's
     curriculum instead. Records are appended to ``output`` (``resume`` continues a run that
     file holds), else to a new file under ``output_dir``, else kept only in the result.
+    ``record_tokens`` makes a spec's policy keep each turn's token ids and log-probs in the
+    records (``turns_tokens``); a policy object is made with ``record_tokens=True`` instead.
     ``on_record`` is called with each :class:`envhub.RolloutRecord` as it finishes.
     ``context=None`` makes one for this call (:meth:`Context.create`).
 
@@ -62,8 +64,8 @@ def evaluate(env: EnvironmentProtocol | str | os.PathLike[str], policy: Policy |
     evaluation = prepare_evaluation(
         env, policy, split=split, n=n, k=k, concurrency=concurrency, seed=seed, output=output, output_dir=output_dir,
         resume=resume, curriculum=curriculum, timeout_s=timeout_s, success_threshold=success_threshold,
-        executor=executor, base_url=base_url, force_self_judge=force_self_judge, context=context,
-        trust_code=trust_code, registry=registry, with_heldout=with_heldout, offline=offline)
+        executor=executor, base_url=base_url, record_tokens=record_tokens, force_self_judge=force_self_judge,
+        context=context, trust_code=trust_code, registry=registry, with_heldout=with_heldout, offline=offline)
     try:
         return asyncio.run(evaluation.run(on_record))
     finally:
@@ -86,9 +88,9 @@ def prepare_evaluation(env: EnvironmentProtocol | str | os.PathLike[str], policy
                        output: str | os.PathLike[str] | None = None, output_dir: str | os.PathLike[str] | None = None,
                        resume: bool = False, curriculum: bool = False, timeout_s: float | None = None,
                        success_threshold: float = 1.0, executor: Executor | str = "local",
-                       base_url: str | None = None, force_self_judge: bool = False, context: Context | None = None,
-                       trust_code: bool = False, registry: str | None = None, with_heldout: bool = False,
-                       offline: bool | None = None) -> Evaluation:
+                       base_url: str | None = None, record_tokens: bool = False, force_self_judge: bool = False,
+                       context: Context | None = None, trust_code: bool = False, registry: str | None = None,
+                       with_heldout: bool = False, offline: bool | None = None) -> Evaluation:
     """The planned :class:`envhub.runtime.Evaluation` that :func:`evaluate` runs, for a caller
     that wants to see it first (``remaining``, ``skipped``, ``output``: the ``envhub eval``
     progress bar and its Ctrl-C message). ``await evaluation.run()`` plays it, and
@@ -96,6 +98,11 @@ def prepare_evaluation(env: EnvironmentProtocol | str | os.PathLike[str], policy
     from envhub.runtime import Evaluation, Executor, make_executor
     from envhub.runtime.policies import make_policy
 
+    if record_tokens and not isinstance(policy, str):
+        from envhub.errors import UsageError
+
+        raise UsageError("record_tokens applies to a policy named by its spec, not to a policy object",
+                         hint="make the policy with make_policy(..., record_tokens=True) and leave record_tokens off")
     if context is None:
         context = Context.create()
     # Before loading: a wrong executor name fails fast.
@@ -107,7 +114,7 @@ def prepare_evaluation(env: EnvironmentProtocol | str | os.PathLike[str], policy
     try:
         if isinstance(policy, str):
             sampling = environment.manifest.config.sampling
-            made = make_policy(policy, base_url=base_url, max_connections=concurrency,
+            made = make_policy(policy, base_url=base_url, max_connections=concurrency, record_tokens=record_tokens,
                                sampling=sampling.model_dump(exclude_none=True, exclude_defaults=True) if sampling
                                else None, settings=context.settings, plugins=context.plugins)
         chosen = made if made is not None else policy

@@ -219,3 +219,35 @@ def test_the_client_reads_token_data_where_each_server_puts_it(openai_server: An
     result = asyncio.run(complete())
     assert (result.prompt_token_ids, result.completion_token_ids, result.logprobs) == expected
     assert (result.message, result.finish_reason) == ({"role": "assistant", "content": "ok"}, "stop")
+
+
+# --- envhub eval --record-tokens (needs the --record-tokens option of envhub/cli/eval.py) ---------------
+
+
+@pytest.mark.parametrize("flag", [["--record-tokens"], []], ids=["on", "off"])
+def test_eval_record_tokens_option(tmp_path: Path, openai_server: Any, envhub_cli: Any, flag: list[str]) -> None:
+    script = TokenServer("vllm")
+    openai_server.script = script
+    root = scaffold(tmp_path, protocol="tool-use")
+    out = tmp_path / "o.jsonl"
+    result = envhub_cli("eval", str(root), "-s", "train", "-n", "2", "-p", "openai:qwen-test", "--base-url",
+                        openai_server.base_url, "-o", str(out), "--trust", "--json", *flag)
+    assert result.code == 0, result.err
+    asked = [("logprobs" in r.json, "return_token_ids" in r.json) for r in openai_server.requests]
+    assert asked == [(bool(flag), bool(flag))] * 4
+    for record in read_records(out):
+        prompt = next(m["content"] for m in record.messages if m["role"] == "user")
+        if flag:
+            assert [t.model_dump() for t in record.turns_tokens] == [script.sent[(prompt, 0)], script.sent[(prompt, 1)]]
+            assert record.sampling.model == "qwen-test"
+        else:
+            assert (record.turns_tokens, record.sampling) == (None, None)
+
+
+def test_evaluate_refuses_record_tokens_for_a_policy_object(tmp_path: Path) -> None:
+    from envhub.errors import UsageError
+
+    policy = make_policy("noop", settings=settings(), plugins=PLUGINS)
+    with pytest.raises(UsageError) as exc:
+        envhub.evaluate(scaffold(tmp_path), policy, split="train", record_tokens=True)
+    assert exc.value.message == "record_tokens applies to a policy named by its spec, not to a policy object"

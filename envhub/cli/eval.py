@@ -41,6 +41,9 @@ def trust_option(f: Any) -> Any:
 @click.option("--timeout", "timeout_s", type=click.FloatRange(min=0, min_open=True),
               help="Wall-clock limit per episode in seconds (default: the manifest's timeout-s).")
 @click.option("--base-url", envvar="OPENAI_BASE_URL", help="OpenAI-compatible endpoint for openai:MODEL policies.")
+@click.option("--record-tokens", is_flag=True, envvar="ENVHUB_RECORD_TOKENS", show_envvar=True,
+              help="Ask the openai:MODEL endpoint for each turn's token ids and log-probs (vLLM, SGLang) and keep "
+                   "them in the records (turns_tokens, sampling).")
 @click.option("--success-threshold", type=click.FloatRange(0, 1), default=1.0,
               help="A rollout succeeds (for pass@k) when its reward is at least this.")
 @click.option("--with-heldout", is_flag=True, help="Fetch held-out splits too (needs access to the held-out store).")
@@ -54,7 +57,8 @@ def trust_option(f: Any) -> Any:
 @click.pass_context
 def eval_(ctx: click.Context, target: str, split: str, policy_spec: str, limit: int | None,
           rollouts_per_task: int, concurrency: int, seed: int | None, output: Path | None, resume: bool,
-          use_curriculum: bool, timeout_s: float | None, base_url: str | None, success_threshold: float,
+          use_curriculum: bool, timeout_s: float | None, base_url: str | None, record_tokens: bool,
+          success_threshold: float,
           with_heldout: bool,
           force_self_judge: bool, executor: str, trust: bool, registry: str | None, offline: bool,
           as_json: bool) -> None:
@@ -77,8 +81,8 @@ def eval_(ctx: click.Context, target: str, split: str, policy_spec: str, limit: 
         target, policy_spec, split=split, n=limit, k=rollouts_per_task, concurrency=concurrency, seed=seed,
         output=output, output_dir=Path("envhub-runs") if output is None else None, resume=resume,
         curriculum=use_curriculum, timeout_s=timeout_s, success_threshold=success_threshold, executor=executor,
-        base_url=base_url, force_self_judge=force_self_judge, context=context, trust_code=trust,
-        registry=registry, with_heldout=with_heldout, offline=True if offline else None)
+        base_url=base_url, record_tokens=record_tokens, force_self_judge=force_self_judge, context=context,
+        trust_code=trust, registry=registry, with_heldout=with_heldout, offline=True if offline else None)
     try:
         result = asyncio.run(_run_with_progress(evaluation, show=_progress_wanted(as_json)))
     except KeyboardInterrupt:
