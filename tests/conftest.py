@@ -158,6 +158,11 @@ def openai_server():  # type: ignore[no-untyped-def]
 #: they run envhub or pip in subprocesses, build bundles, venvs or wheels, start servers, or
 #: generate datasets. Add a test here when it takes more than about a second.
 SLOW: tuple[str, ...] = (
+    # test_hf_dataset.py, test_integrations_trl.py: a child process imports datasets (~2.5-5 s cold)
+    "test_hf_dataset.py::test_parquet_tasks_load_as_rows",
+    "test_hf_dataset.py::test_example_loads_every_public_split_and_no_held_out_one",
+    "test_hf_dataset.py::test_generator_environment_has_no_configs_and_says_its_splits_are_generated",
+    "test_integrations_trl.py::test_the_dataset_has_the_harness_prompt_and_the_task",
     # test_mcp_tools.py: MCP servers are real processes, 1-6 s each to start and stop
     "test_mcp_tools.py::test_eval_the_example_with_a_model_on_the_local_openai_server",
     "test_mcp_tools.py::test_closing_the_toolset_reaps_sessions_left_open",
