@@ -430,6 +430,8 @@ def create_app(envs: Sequence[Environment], config: ServeConfig | None = None) -
     else:
         api.mcp = McpEndpoint(api, config.host)
         routes += api.mcp.routes()
+    from envhub_registry._ors import OrsEndpoint  # the Open Reward Standard's API, under /ors
+    routes += OrsEndpoint(api).routes()
     app = Starlette(routes=routes, lifespan=api.lifespan,
                     middleware=[Middleware(_BodyLimit, max_body_bytes=config.limits.max_body_bytes)],
                     exception_handlers={ApiError: _api_error, EnvhubError: _envhub_error,

@@ -1,0 +1,472 @@
+"""The Open Reward Standard endpoint: episodes played over ORS's HTTP API, under ``/ors``.
+
+The routes, bodies and errors are those of the OpenReward SDK's environment server
+(``openreward.environments.server``, SDK 0.1.x; its client, ``openreward.api``, sends
+them): ``/list_environments``, ``/{env}/tools``, ``/{env}/splits``, ``/{env}/tasks``,
+``/{env}/num_tasks``, ``/{env}/task``, ``/{env}/task_range``; a session is a sid minted by
+``/create_session`` (server-sent events), given a task by ``/create`` (a ``task_spec`` or
+a split and index) and named by the ``X-Session-ID`` header after that; ``/{env}/prompt``,
+``/{env}/messages``, ``/{env}/task_tools``, ``/{env}/call`` (server-sent events, ending
+with the tool's ``{"ok": true, "output": {blocks, metadata, reward, finished}}``), ``/ping``
+and ``/delete``. An environment's name is its envhub name (``acme/calc``), two path
+segments. Errors are ``{"detail": ...}`` with an HTTP status, as FastAPI answers; a body
+that does not validate is a 422 whose ``detail`` lists each problem as FastAPI does.
+
+A session is a ``/v1`` episode (:class:`envhub_registry._sessions.Sessions`): the same
+``max-episodes``, idle and wall-clock limits, the same tokens (``Authorization: Bearer``,
+or the SDK's ``X-API-Key``) and held-out rules. A tool-use episode ends on the model's
+final text turn: ORS calls that the *terminal tool*; it is listed as ``submit`` (argument
+``answer``) and a call to it is the ``/v1`` step with that text.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Mount, Route
+
+from envhub import __version__ as envhub_version
+from envhub.errors import EnvhubError
+from envhub.runtime.served import CreateEpisodeRequest
+from envhub_registry._errors import ApiError, from_envhub_error
+
+if TYPE_CHECKING:
+    from envhub_registry._app import _Api
+    from envhub_registry._served import Served
+    from envhub_registry._sessions import Session
+
+__all__ = ["ORS_PREFIX", "ORS_VERSIONS", "OrsEndpoint"]
+
+ORS_PREFIX = "/ors"
+#: The ORS wire versions served: the OpenReward SDK's minor versions whose routes and
+#: bodies this endpoint speaks. A client names its version in ``User-Agent``
+#: (``openreward-sdk/0.1.167``) or ``X-ORS-Version``.
+ORS_VERSIONS = ("0.1",)
+SUBMIT = "submit"
+_AGENT = re.compile(r"openreward-sdk/(\d+)\.(\d+)")
+_VERSION = re.compile(r"(\d+)\.(\d+)")
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _Split(_Body):
+    split: str
+
+
+class _TaskAt(_Body):
+    split: str
+    index: int
+
+
+class _TaskRange(_Body):
+    split: str
+    start: int | None = None
+    stop: int | None = None
+
+
+class _Create(_Body):
+    env_name: str | None = None
+    task_spec: dict[str, Any] | None = None
+    split: str | None = None
+    index: int | None = None
+    toolset_name: str | None = None
+
+    @model_validator(mode="after")
+    def _one_source(self) -> _Create:
+        if (self.task_spec is not None) == (self.split is not None and self.index is not None):
+            raise ValueError("Provide either task_spec or both split and index, not both/neither")
+        if (self.split is None) != (self.index is None):
+            raise ValueError("split and index must both be provided together")
+        return self
+
+
+class _ToolCall(_Body):
+    name: str
+    input: dict[str, Any]
+    task_id: str | None = None
+
+
+class _OrsError(Exception):
+    def __init__(self, status: int, detail: Any, headers: dict[str, str] | None = None) -> None:
+        super().__init__(str(detail))
+        self.status, self.detail, self.headers = status, detail, headers
+
+
+def _of_api(e: ApiError) -> _OrsError:
+    """A ``/v1`` error in ORS's shape: the status, and the message and hint as ``detail``."""
+    detail = e.message if not e.hint else f"{e.message} ({e.hint})"
+    return _OrsError(e.status, detail, dict(e.headers or {}) or None)
+
+
+async def _body(request: Request, model: type[Any]) -> Any:
+    raw = await request.body()
+    try:
+        return model.model_validate_json(raw or b"")
+    except ValidationError as e:
+        # FastAPI's 422: each problem with its location in the body.
+        problems = [{"type": err["type"], "loc": ["body", *err["loc"]],
+                     "msg": str(err["msg"]).removeprefix("Value error, ")}
+                    for err in e.errors(include_url=False, include_input=False)]
+        raise _OrsError(422, problems) from None
+
+
+def _blocks(content: Any) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content, "detail": None}]
+    if isinstance(content, list):
+        return [{"type": "text", "text": str(part.get("text", "")), "detail": None}
+                for part in content if isinstance(part, dict) and part.get("type", "text") == "text"]
+    return [] if content is None else [{"type": "text", "text": str(content), "detail": None}]
+
+
+def _split_type(name: str) -> str:
+    return name if name in ("train", "validation", "test") else "validation"
+
+
+class OrsEndpoint:
+    """The ORS routes of one server, playing ``api``'s environments and episodes."""
+
+    def __init__(self, api: _Api) -> None:
+        self.api = api
+        self.sids: dict[str, str | None] = {}  # sid -> /v1 episode id (None until /create)
+        self.finished: set[str] = set()
+
+    def routes(self) -> list[Mount]:
+        env = "/{namespace}/{name}"
+        h = self._handle
+        routes = [
+            Route("/health", h(self.health), methods=["GET"]),
+            Route("/version", h(self.version), methods=["GET"]),
+            Route("/list_environments", h(self.list_environments), methods=["GET"]),
+            Route("/create_session", h(self.create_session), methods=["POST"]),
+            Route("/delete_session", h(self.delete_session), methods=["POST"]),
+            Route("/create", h(self.create), methods=["POST"]),
+            Route("/delete", h(self.delete), methods=["POST"]),
+            Route("/ping", h(self.ping), methods=["POST"]),
+            Route(env + "/tools", h(self.tools), methods=["GET"]),
+            Route(env + "/splits", h(self.splits), methods=["GET"]),
+            Route(env + "/tasks", h(self.tasks), methods=["POST"]),
+            Route(env + "/num_tasks", h(self.num_tasks), methods=["POST"]),
+            Route(env + "/task", h(self.task), methods=["POST"]),
+            Route(env + "/task_range", h(self.task_range), methods=["POST"]),
+            Route(env + "/prompt", h(self.prompt), methods=["GET"]),
+            Route(env + "/messages", h(self.messages), methods=["GET"]),
+            Route(env + "/task_tools", h(self.task_tools), methods=["GET"]),
+            Route(env + "/call", h(self.call), methods=["POST"]),
+        ]
+        app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error, Exception: _internal_error})
+        return [Mount(ORS_PREFIX, app=app)]
+
+    # -- every handler: version check, errors in ORS's shape --------------------------
+
+    def _handle(self, handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+        async def handle(request: Request) -> Response:
+            try:
+                _check_version(request)
+                return await handler(request)
+            except _OrsError as e:
+                return JSONResponse({"detail": e.detail}, status_code=e.status, headers=e.headers)
+            except ApiError as e:
+                o = _of_api(e)
+                return JSONResponse({"detail": o.detail}, status_code=o.status, headers=o.headers)
+            except EnvhubError as e:
+                o = _of_api(from_envhub_error(e))
+                return JSONResponse({"detail": o.detail}, status_code=o.status)
+        return handle
+
+    def _auth(self, request: Request, *, held_out: bool, what: str) -> None:
+        key = request.headers.get("x-api-key")
+        if key and "authorization" not in request.headers:  # the SDK sends its key as X-API-Key
+            scope = dict(request.scope)
+            scope["headers"] = [*request.scope["headers"], (b"authorization", f"Bearer {key}".encode())]
+            request = Request(scope)
+        self.api.auth.check(request, held_out=held_out, what=what)
+
+    def _served(self, request: Request) -> Served:
+        try:
+            return self.api._served(request)
+        except ApiError as e:
+            known = ", ".join(sorted(self.api.served)) or "none"
+            raise _OrsError(404, f"unknown environment {request.path_params['namespace']}/"
+                                 f"{request.path_params['name']!s} (this server serves: {known}; "
+                                 f"GET {ORS_PREFIX}/list_environments lists them)") from e
+
+    def _split(self, served: Served, request: Request, split: str) -> bool:
+        if split not in served.env.splits:
+            raise _OrsError(400, f"Invalid split {split!r} of {served.name} (its splits: "
+                                 f"{', '.join(served.env.splits)})")
+        held_out = served.held_out(split)
+        self._auth(request, held_out=held_out, what=f"split {split!r} of {served.name}")
+        return held_out
+
+    def _spec(self, served: Served, split: str, index: int, held_out: bool) -> dict[str, Any]:
+        tasks = served.tasks(split, seed=None, limit=None)
+        if not -len(tasks) <= index < len(tasks):
+            raise _OrsError(400, f"Invalid index {index}: split {split!r} of {served.name} has {len(tasks)} tasks")
+        return served.task_view(tasks[index], held_out=held_out).to_json()
+
+    @staticmethod
+    def _sid(request: Request) -> str:
+        sid = request.headers.get("x-session-id", "").strip()
+        if not sid:
+            raise _OrsError(400, "X-Session-ID header is required (POST /ors/create_session mints one)")
+        return sid
+
+    def _session(self, request: Request) -> tuple[str, Session]:
+        sid = self._sid(request)
+        episode_id = self.sids.get(sid)
+        if episode_id is None:
+            raise _OrsError(404, f"Active environment not found: session {sid!r} has no episode "
+                                 f"(POST {ORS_PREFIX}/create gives it one)")
+        return sid, self.api._session(_with_episode(request, episode_id))
+
+    # -- environments ------------------------------------------------------------------
+
+    async def health(self, request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def version(self, request: Request) -> Response:
+        return JSONResponse({"version": ORS_VERSIONS[-1], "build_sha": None, "versions": list(ORS_VERSIONS),
+                             "server": f"envhub {envhub_version}"})
+
+    async def list_environments(self, request: Request) -> Response:
+        self._auth(request, held_out=False, what="listing environments")
+        return JSONResponse(sorted(self.api.served))
+
+    async def tools(self, request: Request) -> Response:
+        served = self._served(request)
+        self._auth(request, held_out=False, what=served.name)
+        return JSONResponse(_tool_list(served.env.tool_specs))
+
+    async def splits(self, request: Request) -> Response:
+        served = self._served(request)
+        self._auth(request, held_out=False, what=served.name)
+        return JSONResponse([{"name": name, "type": _split_type(name)}
+                             for name, info in served.env.splits.items() if info.available])
+
+    async def tasks(self, request: Request) -> Response:
+        served = self._served(request)
+        body = await _body(request, _Split)
+        held_out = self._split(served, request, body.split)
+        tasks = served.tasks(body.split, seed=None, limit=None)
+        return JSONResponse({"tasks": [served.task_view(t, held_out=held_out).to_json() for t in tasks],
+                             "env_name": served.name})
+
+    async def num_tasks(self, request: Request) -> Response:
+        served = self._served(request)
+        body = await _body(request, _Split)
+        self._split(served, request, body.split)
+        return JSONResponse({"num_tasks": len(served.tasks(body.split, seed=None, limit=None))})
+
+    async def task(self, request: Request) -> Response:
+        served = self._served(request)
+        body = await _body(request, _TaskAt)
+        held_out = self._split(served, request, body.split)
+        return JSONResponse({"task": self._spec(served, body.split, body.index, held_out), "env_name": served.name})
+
+    async def task_range(self, request: Request) -> Response:
+        served = self._served(request)
+        body = await _body(request, _TaskRange)
+        held_out = self._split(served, request, body.split)
+        tasks = served.tasks(body.split, seed=None, limit=None)[body.start:body.stop]
+        return JSONResponse({"tasks": [served.task_view(t, held_out=held_out).to_json() for t in tasks],
+                             "env_name": served.name})
+
+    # -- sessions ----------------------------------------------------------------------
+
+    async def create_session(self, request: Request) -> Response:
+        sid = str(uuid.uuid4())
+        self.sids[sid] = None
+        return _events([("task_id", sid), ("end", "")])
+
+    async def delete_session(self, request: Request) -> Response:
+        sid = self._sid(request)
+        if self.sids.get(sid) is None:
+            self.sids.pop(sid, None)
+        return JSONResponse({"sid": sid})
+
+    async def create(self, request: Request) -> Response:
+        sid = self._sid(request)
+        body = await _body(request, _Create)
+        if self.sids.get(sid) is not None:
+            raise _OrsError(400, f"Session already exists: {sid!r} has an episode (POST {ORS_PREFIX}/delete ends it)")
+        if body.toolset_name is not None:
+            raise _OrsError(400, f"unknown toolset {body.toolset_name!r}; this server has no built-in toolsets "
+                                 "(an environment's tools come with it)")
+        if body.env_name is None:
+            if len(self.api.served) != 1:
+                raise _OrsError(400, f"env_name is required: this server serves {', '.join(sorted(self.api.served))}")
+            served = next(iter(self.api.served.values()))
+        else:
+            namespace, _, name = body.env_name.partition("/")
+            served = self._served(_with_env(request, namespace, name))
+        if body.task_spec is not None:
+            split, task_id = body.task_spec.get("split"), body.task_spec.get("id")
+            if not isinstance(split, str) or not isinstance(task_id, str):
+                raise _OrsError(422, [{"type": "value_error", "loc": ["body", "task_spec"],
+                                       "msg": "an envhub task_spec has its split and id (as /tasks and /task "
+                                              "list them)"}])
+            held_out = self._split(served, request, split)
+            create = CreateEpisodeRequest(split=split, task_id=task_id)
+        else:
+            assert body.split is not None and body.index is not None
+            held_out = self._split(served, request, body.split)
+            count = len(served.tasks(body.split, seed=None, limit=None))
+            if not 0 <= body.index < count:
+                raise _OrsError(400, f"Invalid index {body.index}: split {body.split!r} of {served.name} has "
+                                     f"{count} tasks")
+            create = CreateEpisodeRequest(split=body.split, index=body.index)
+        created = await self.api.start_episode(served, create, held_out=held_out)
+        self.sids[sid] = created.episode_id
+        self.finished.discard(sid)
+        return JSONResponse({"sid": sid})
+
+    async def delete(self, request: Request) -> Response:
+        sid = self._sid(request)
+        episode_id = self.sids.pop(sid, None)
+        self.finished.discard(sid)
+        if episode_id is not None:
+            try:
+                session = self.api._session(_with_episode(request, episode_id))
+            except ApiError as e:
+                if e.status not in (409, 410):  # already closed: deleting again is not an error
+                    raise
+            else:
+                self.api.sessions.close(session, "closed", "its client closed it")
+        return JSONResponse({"sid": sid})
+
+    async def ping(self, request: Request) -> Response:
+        if self.sids.get(self._sid(request)) is None:
+            raise _OrsError(404, "Active environment not found")
+        self._session(request)  # refreshes its idle clock, or answers why it is gone
+        return JSONResponse({"status": "ok"})
+
+    async def prompt(self, request: Request) -> Response:
+        _, session = self._session(request)
+        messages = session.episode.observation().messages
+        return JSONResponse([b for m in messages for b in _blocks(m.get("content"))])
+
+    async def messages(self, request: Request) -> Response:
+        _, session = self._session(request)
+        return JSONResponse([{"role": m.get("role"), "blocks": _blocks(m.get("content")), "detail": None}
+                             for m in session.episode.observation().messages
+                             if m.get("role") in ("system", "user", "assistant")])
+
+    async def task_tools(self, request: Request) -> Response:
+        _, session = self._session(request)
+        return JSONResponse(_tool_list(session.episode.observation().tools))
+
+    async def call(self, request: Request) -> Response:
+        sid = self._sid(request)
+        body = await _body(request, _ToolCall)
+        if sid in self.finished:
+            return _result({"ok": False, "error": "the episode has finished; no more tool calls",
+                            "reason": "episode_finished"})
+        sid, session = self._session(request)
+        known = [spec["function"]["name"] for spec in session.episode.observation().tools]
+        if body.name == SUBMIT and SUBMIT not in known:
+            answer = body.input.get("answer")
+            if not isinstance(answer, str) or set(body.input) != {"answer"}:
+                return _result({"ok": False, "reason": "input_validation",
+                                "error": f"Tool input validation error: {SUBMIT} takes one argument, answer "
+                                         f"(a string); got {sorted(body.input) or 'none'}"})
+            action: dict[str, Any] = {"role": "assistant", "content": answer}
+        elif body.name in known:
+            action = {"role": "assistant", "content": None, "tool_calls": [
+                {"id": f"ors-{uuid.uuid4().hex[:12]}", "type": "function",
+                 "function": {"name": body.name, "arguments": json.dumps(body.input)}}]}
+        else:
+            return _result({"ok": False, "reason": "not_found",
+                            "error": f"{body.name!r} is not a valid tool (tools: {', '.join([*known, SUBMIT])})"})
+        view = await self.api.take_step(session, action)
+        record = view.to_json()
+        error = (view.info or {}).get("environment_error")
+        if error:
+            return _events([("task_id", uuid.uuid4().hex), ("error", str(error))])
+        if view.done:
+            self.finished.add(sid)
+        replies = [m for m in record.get("new_messages", [])[1:] if m.get("role") != "assistant"]
+        blocks = [b for m in replies for b in _blocks(m.get("content"))]
+        metadata = {k: v for k, v in record.items() if k not in ("observation", "new_messages", "reward", "done")}
+        return _result({"ok": True, "output": {"blocks": blocks, "metadata": metadata,
+                                               "reward": record.get("reward") if view.done else view.turn_reward,
+                                               "finished": view.done}})
+
+
+def _tool_list(specs: list[dict[str, Any]]) -> dict[str, Any]:
+    names = {spec["function"]["name"] for spec in specs}
+    tools = [{"name": spec["function"]["name"], "description": spec["function"].get("description") or "",
+              "input_schema": spec["function"].get("parameters")} for spec in specs]
+    terminal = None if SUBMIT in names else {
+        "name": SUBMIT, "arg": "answer",
+        "description": "The model's final answer (its text turn); it ends a tool-use episode and scores it."}
+    return {"tools": tools, "terminal_tool": terminal, "supports_score_group": False,
+            "message_block_types": ["text"]}
+
+
+def _check_version(request: Request) -> None:
+    asked = request.headers.get("x-ors-version")
+    match = _VERSION.fullmatch(asked.strip()) if asked else _AGENT.search(request.headers.get("user-agent", ""))
+    if asked and match is None:
+        raise _OrsError(400, f"X-ORS-Version {asked!r} is not a version; this server speaks ORS "
+                             f"{', '.join(ORS_VERSIONS)} (the OpenReward SDK's 0.1.x wire format)")
+    if match is not None and f"{match.group(1)}.{match.group(2)}" not in ORS_VERSIONS:
+        version = f"{match.group(1)}.{match.group(2)}"
+        raise _OrsError(400, f"ORS version {version} is not served; this server speaks ORS "
+                             f"{', '.join(ORS_VERSIONS)} (the OpenReward SDK's 0.1.x wire format)")
+
+
+def _with_episode(request: Request, episode_id: str) -> Request:
+    scope = dict(request.scope)
+    scope["path_params"] = {**request.path_params, "episode_id": episode_id}
+    return Request(scope)
+
+
+def _with_env(request: Request, namespace: str, name: str) -> Request:
+    scope = dict(request.scope)
+    scope["path_params"] = {**request.path_params, "namespace": namespace, "name": name}
+    return Request(scope)
+
+
+def _events(events: list[tuple[str, str]]) -> Response:
+    """Server-sent events, as the SDK's ``resumable_sse`` reads them."""
+    async def stream() -> AsyncIterator[bytes]:
+        for event, data in events:
+            lines = "".join(f"data: {line}\r\n" for line in (data.split("\n") if data else [""]))
+            yield f"event: {event}\r\n{lines}\r\n".encode()
+    return StreamingResponse(stream(), media_type="text/event-stream",
+                             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+def _result(output: dict[str, Any]) -> Response:
+    return _events([("task_id", uuid.uuid4().hex), ("end", json.dumps(output))])
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)
+    if exc.status_code == 404:
+        detail = f"Not Found: no route {request.method} {request.url.path} (ORS routes live under {ORS_PREFIX}/)"
+    elif exc.status_code == 413:
+        detail = "the request body is larger than this server's limit (max-body-bytes)"
+    else:
+        detail = str(exc.detail)
+    return JSONResponse({"detail": detail}, status_code=exc.status_code, headers=dict(exc.headers or {}) or None)
+
+
+async def _internal_error(request: Request, exc: Exception) -> Response:
+    import logging
+    logging.getLogger("envhub_registry").error("%s %s failed", request.method, request.url.path, exc_info=exc)
+    # No exception text: it could quote a held-out answer.
+    return JSONResponse({"detail": "Internal Server Error (see the server's log)"}, status_code=500)
+
