@@ -267,7 +267,15 @@ def _local_executor() -> Executor:
     return LocalExecutor()
 
 
-EXECUTORS = (ExecutorKind("local", _local_executor, description="asyncio tasks in this process"),)
+def _processes_executor() -> Executor:
+    from envhub.runtime import ProcessExecutor
+
+    return ProcessExecutor()
+
+
+EXECUTORS = (ExecutorKind("local", _local_executor, description="asyncio tasks in this process"),
+             ExecutorKind("processes", _processes_executor,
+                          description="worker processes on this machine, each with its own event loop (-j N)"))
 
 
 # --- workspace backends ------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from envhub.context import Context
 
 if TYPE_CHECKING:
-    from envhub.runtime import EnvironmentProtocol, EvalResult, Evaluation, Executor, RolloutRecord
+    from envhub.runtime import EnvironmentProtocol, EvalResult, Evaluation, Executor, RolloutRecord, RolloutSource
     from envhub.runtime.policies import Policy
 
 __all__ = ["aevaluate", "evaluate", "prepare_evaluation"]
@@ -35,7 +35,7 @@ def evaluate(env: EnvironmentProtocol | str | os.PathLike[str], policy: Policy |
              n: int | None = None, k: int = 1, concurrency: int = 16, seed: int | None = None,
              output: str | os.PathLike[str] | None = None, output_dir: str | os.PathLike[str] | None = None,
              resume: bool = False, curriculum: bool = False, timeout_s: float | None = None,
-             success_threshold: float = 1.0, executor: Executor | str = "local",
+             success_threshold: float = 1.0, executor: Executor | str = "local", jobs: int | None = None,
              base_url: str | None = None, record_tokens: bool = False, force_self_judge: bool = False,
              context: Context | None = None, trust_code: bool = False, registry: str | None = None,
              with_heldout: bool = False, offline: bool | None = None,
@@ -64,7 +64,7 @@ def evaluate(env: EnvironmentProtocol | str | os.PathLike[str], policy: Policy |
     evaluation = prepare_evaluation(
         env, policy, split=split, n=n, k=k, concurrency=concurrency, seed=seed, output=output, output_dir=output_dir,
         resume=resume, curriculum=curriculum, timeout_s=timeout_s, success_threshold=success_threshold,
-        executor=executor, base_url=base_url, record_tokens=record_tokens, force_self_judge=force_self_judge,
+        executor=executor, jobs=jobs, base_url=base_url, record_tokens=record_tokens, force_self_judge=force_self_judge,
         context=context, trust_code=trust_code, registry=registry, with_heldout=with_heldout, offline=offline)
     try:
         return asyncio.run(evaluation.run(on_record))
@@ -87,7 +87,7 @@ def prepare_evaluation(env: EnvironmentProtocol | str | os.PathLike[str], policy
                        n: int | None = None, k: int = 1, concurrency: int = 16, seed: int | None = None,
                        output: str | os.PathLike[str] | None = None, output_dir: str | os.PathLike[str] | None = None,
                        resume: bool = False, curriculum: bool = False, timeout_s: float | None = None,
-                       success_threshold: float = 1.0, executor: Executor | str = "local",
+                       success_threshold: float = 1.0, executor: Executor | str = "local", jobs: int | None = None,
                        base_url: str | None = None, record_tokens: bool = False, force_self_judge: bool = False,
                        context: Context | None = None, trust_code: bool = False, registry: str | None = None,
                        with_heldout: bool = False, offline: bool | None = None) -> Evaluation:
@@ -96,7 +96,6 @@ def prepare_evaluation(env: EnvironmentProtocol | str | os.PathLike[str], policy
     progress bar and its Ctrl-C message). ``await evaluation.run()`` plays it, and
     ``evaluation.close()`` closes an environment loaded here."""
     from envhub.runtime import Evaluation, Executor, make_executor
-    from envhub.runtime.policies import make_policy
 
     if record_tokens and not isinstance(policy, str):
         from envhub.errors import UsageError
@@ -105,18 +104,17 @@ def prepare_evaluation(env: EnvironmentProtocol | str | os.PathLike[str], policy
                          hint="make the policy with make_policy(..., record_tokens=True) and leave record_tokens off")
     if context is None:
         context = Context.create()
-    # Before loading: a wrong executor name fails fast.
+    # Before loading: a wrong executor name, or what it cannot run, fails fast.
     runner = executor if isinstance(executor, Executor) else make_executor(executor, plugins=context.plugins)
+    _check_executor(runner, executor, env, policy, jobs)
     loaded = isinstance(env, (str, os.PathLike))
     environment = _load(env, context=context, trust_code=trust_code, registry=registry, with_heldout=with_heldout,
                         offline=offline) if isinstance(env, (str, os.PathLike)) else env
     made: Policy | None = None
     try:
         if isinstance(policy, str):
-            sampling = environment.manifest.config.sampling
-            made = make_policy(policy, base_url=base_url, max_connections=concurrency, record_tokens=record_tokens,
-                               sampling=sampling.model_dump(exclude_none=True, exclude_defaults=True) if sampling
-                               else None, settings=context.settings, plugins=context.plugins)
+            made = _make_policy(policy, environment, context=context, base_url=base_url, max_connections=concurrency,
+                                record_tokens=record_tokens)
         chosen = made if made is not None else policy
         assert not isinstance(chosen, str)
         evaluation = Evaluation.prepare(
@@ -124,7 +122,11 @@ def prepare_evaluation(env: EnvironmentProtocol | str | os.PathLike[str], policy
             seed=seed, output=Path(output) if output is not None else None,
             output_dir=Path(output_dir) if output_dir is not None else None, resume=resume, curriculum=curriculum,
             timeout_s=timeout_s, success_threshold=success_threshold, executor=runner,
-            force_self_judge=force_self_judge, close_policy=made is not None, close_env=loaded)
+            force_self_judge=force_self_judge, close_policy=made is not None, close_env=loaded,
+            source=_source(env, policy, environment, context=context, trust_code=trust_code, registry=registry,
+                           with_heldout=with_heldout, offline=offline, base_url=base_url,
+                           record_tokens=record_tokens) if runner.needs_source else None,
+            workers=jobs)
     except BaseException:
         if made is not None:
             _close_now(made)
@@ -132,6 +134,70 @@ def prepare_evaluation(env: EnvironmentProtocol | str | os.PathLike[str], policy
             environment.close()
         raise
     return evaluation
+
+
+def _make_policy(spec: str, environment: EnvironmentProtocol, *, context: Context, base_url: str | None,
+                 max_connections: int, record_tokens: bool) -> Policy:
+    from envhub.runtime.policies import make_policy
+
+    sampling = environment.manifest.config.sampling
+    return make_policy(spec, base_url=base_url, max_connections=max_connections, record_tokens=record_tokens,
+                       sampling=sampling.model_dump(exclude_none=True, exclude_defaults=True) if sampling else None,
+                       settings=context.settings, plugins=context.plugins)
+
+
+def _check_executor(runner: Executor, name: Executor | str, env: object, policy: object, jobs: int | None) -> None:
+    """Refuse, before loading anything, ``jobs`` for an executor without workers, and an
+    environment or policy object for an executor that loads them in other processes."""
+    from envhub.errors import UsageError
+
+    label = name if isinstance(name, str) else type(runner).__name__
+    if jobs is not None and not runner.uses_workers:
+        raise UsageError(f"-j/--jobs applies to an executor with worker processes; executor {label!r} has none",
+                         hint="pass --executor processes -j N, or leave -j out")
+    if runner.needs_source:
+        if not isinstance(env, (str, os.PathLike)):
+            raise UsageError(f"executor {label!r} loads the environment in each worker process, so it needs the "
+                             f"environment's id, directory or URL, not a loaded {type(env).__name__}",
+                             hint="pass the id, directory or URL, or use executor='local'")
+        if not isinstance(policy, str):
+            raise UsageError(f"executor {label!r} rebuilds the policy in each worker process, so it needs a policy "
+                             f"spec, not a {type(policy).__name__} object",
+                             hint="name the policy by its spec ('python:MODULE:FUNC' for your own function, "
+                                  "'openai:MODEL'), or use executor='local'")
+
+
+def _source(env: str | os.PathLike[str] | EnvironmentProtocol, policy: Policy | str,
+            environment: EnvironmentProtocol, *,
+            context: Context, trust_code: bool, registry: str | None, with_heldout: bool, offline: bool | None,
+            base_url: str | None, record_tokens: bool) -> RolloutSource:
+    """What a worker process needs to load ``environment`` and rebuild ``policy`` itself."""
+    from envhub.runtime import RolloutSource
+
+    assert isinstance(env, (str, os.PathLike)) and isinstance(policy, str)  # _check_executor
+    ref = os.fspath(env)
+    if Path(ref).is_dir():
+        ref = str(Path(ref).resolve())
+    return RolloutSource(env=ref, policy=policy,
+                         load=_load_for_worker, settings=context.settings, cwd=context.cwd, trust_code=trust_code,
+                         registry=registry, with_heldout=with_heldout, offline=offline, base_url=base_url,
+                         record_tokens=record_tokens,
+                         digest=None if Path(ref).is_dir() else environment.digest)
+
+
+def _load_for_worker(source: RolloutSource, concurrency: int) -> tuple[EnvironmentProtocol, Policy]:
+    """A worker process's environment and policy, loaded as the driver loaded them (the
+    ``load`` of :class:`envhub.runtime.RolloutSource`)."""
+    context = Context.create(settings=source.settings, cwd=source.cwd)
+    environment = _load(source.env, context=context, trust_code=source.trust_code, registry=source.registry,
+                        with_heldout=source.with_heldout, offline=source.offline)
+    try:
+        policy = _make_policy(source.policy, environment, context=context, base_url=source.base_url,
+                              max_connections=concurrency, record_tokens=source.record_tokens)
+    except BaseException:
+        environment.close()
+        raise
+    return environment, policy
 
 
 def _close_now(policy: Policy) -> None:

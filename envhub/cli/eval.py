@@ -49,7 +49,11 @@ def trust_option(f: Any) -> Any:
 @click.option("--with-heldout", is_flag=True, help="Fetch held-out splits too (needs access to the held-out store).")
 @click.option("--force-self-judge", is_flag=True, help="Let an llm-judge verifier grade its own model's answers.")
 @click.option("--executor", default="local", envvar="ENVHUB_EXECUTOR", show_envvar=True,
-              help="Where rollouts run: local (this process), or an executor an installed plugin provides.")
+              help="Where rollouts run: local (this process), processes (-j worker processes on this machine), "
+                   "or an executor an installed plugin provides.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), envvar="ENVHUB_JOBS", show_envvar=True,
+              help="Worker processes for --executor processes (default: the number of CPUs); -c is split "
+                   "among them.")
 @trust_option
 @registry_option
 @offline_option
@@ -60,7 +64,7 @@ def eval_(ctx: click.Context, target: str, split: str, policy_spec: str, limit: 
           use_curriculum: bool, timeout_s: float | None, base_url: str | None, record_tokens: bool,
           success_threshold: float,
           with_heldout: bool,
-          force_self_judge: bool, executor: str, trust: bool, registry: str | None, offline: bool,
+          force_self_judge: bool, executor: str, jobs: int | None, trust: bool, registry: str | None, offline: bool,
           as_json: bool) -> None:
     """Roll out a policy on one split of an environment, writing one JSONL record per
     episode (messages, tool calls, reward, breakdown, timing, error, provenance) and a
@@ -81,7 +85,7 @@ def eval_(ctx: click.Context, target: str, split: str, policy_spec: str, limit: 
         target, policy_spec, split=split, n=limit, k=rollouts_per_task, concurrency=concurrency, seed=seed,
         output=output, output_dir=Path("envhub-runs") if output is None else None, resume=resume,
         curriculum=use_curriculum, timeout_s=timeout_s, success_threshold=success_threshold, executor=executor,
-        base_url=base_url, record_tokens=record_tokens, force_self_judge=force_self_judge, context=context,
+        jobs=jobs, base_url=base_url, record_tokens=record_tokens, force_self_judge=force_self_judge, context=context,
         trust_code=trust, registry=registry, with_heldout=with_heldout, offline=True if offline else None)
     try:
         result = asyncio.run(_run_with_progress(evaluation, show=_progress_wanted(as_json)))

@@ -58,6 +58,7 @@ if TYPE_CHECKING:
         rollout_record_json_schema,
     )
     from envhub.runtime._remote import RemoteEnvironment, RemoteError, load_remote
+    from envhub.runtime._processes import ProcessExecutor, RolloutSource, WorkerError
     from envhub.runtime._runner import Executor, LocalExecutor, RolloutJob, RolloutPlan, make_executor, run_rollout
     from envhub.runtime._shadow import refuse_shadowing, shadowing_files
     from envhub.runtime._shell_tools import builtin_tools
@@ -90,6 +91,7 @@ _WHERE = {
     "StateFactory": "_state", "StateHandle": "_state",
     "Executor": "_runner", "RolloutJob": "_runner", "RolloutPlan": "_runner", "run_rollout": "_runner",
     "LocalExecutor": "_runner", "make_executor": "_runner",
+    "ProcessExecutor": "_processes", "RolloutSource": "_processes", "WorkerError": "_processes",
     "files_state": "_state", "python_state": "_state", "sqlite_state": "_state",
     "ChatClient": "_chat",
     "CheckResult": "_check", "GENERATED_CHECK_LIMIT": "_check", "self_test": "_check",
@@ -123,7 +125,7 @@ __all__ = [
     "EpisodeState", "EvalRun", "EvalSummary", "Evaluation", "Executor", "GENERATED_CHECK_LIMIT", "Harness",
     "HarnessSetup", "LevelChange", "MultiTurnHarness", "ProtocolHarness", "SingleTurnHarness", "TaskHarness",
     "ToolUseHarness",
-    "LocalExecutor",
+    "LocalExecutor", "ProcessExecutor", "RolloutSource", "WorkerError",
     "Observation", "RECORD_VERSION", "RemoteEnvironment", "RemoteError", "RolloutError", "RolloutJob",
     "Reply", "RolloutPlan", "RolloutRecord", "RolloutSampling", "RolloutTiming", "RolloutUsage", "SandboxSetupError",
     "TurnTokens",

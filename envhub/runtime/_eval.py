@@ -36,6 +36,7 @@ from envhub.runtime._types import Task
 from envhub.runtime.verifiers import ScoringContext
 
 if TYPE_CHECKING:
+    from envhub.runtime._processes import RolloutSource
     from envhub.runtime._protocols import EnvironmentProtocol
     from envhub.runtime.policies import Policy
 
@@ -495,7 +496,8 @@ class Evaluation:
                 rollouts_per_task: int = 1, concurrency: int = 16, seed: int | None = None, output: Path | None = None,
                 output_dir: Path | None = None, resume: bool = False, curriculum: bool = False,
                 timeout_s: float | None = None, success_threshold: float = 1.0, executor: Executor,
-                force_self_judge: bool = False, close_policy: bool = False, close_env: bool = False) -> Evaluation:
+                force_self_judge: bool = False, close_policy: bool = False, close_env: bool = False,
+                source: RolloutSource | None = None, workers: int | None = None) -> Evaluation:
         """Plan the rollouts of ``policy`` on ``split`` of ``env``: the first ``limit``
         tasks (all by default; shuffled by ``seed``) ``rollouts_per_task`` times each, or
         with ``curriculum`` ``limit`` draws of the manifest's curriculum. Records go to
@@ -504,7 +506,8 @@ class Evaluation:
         Raises :class:`UsageError` for a split the environment does not have, a
         curriculum the manifest does not declare, an ``output`` that already holds
         rollouts (unless ``resume``) or holds another run's, and the reference policy on
-        tasks without references."""
+        tasks without references. ``source`` and ``workers`` go into the plan, for executors
+        that run rollouts in worker processes (:attr:`RolloutPlan.source`)."""
         if curriculum and rollouts_per_task != 1:
             raise UsageError("--curriculum draws each rollout's task itself; it takes no -k",
                              hint="pass -n N for the number of draws")
@@ -519,7 +522,8 @@ class Evaluation:
         if output is None and output_dir is not None:
             output = new_records_file(output_dir, env.name, env.version, split, policy.name)
         plan = RolloutPlan(env, policy, timeout_s=timeout_s or env.manifest.config.timeout_s,
-                           concurrency=concurrency, provenance=provenance, scoring=scoring)
+                           concurrency=concurrency, provenance=provenance, scoring=scoring, source=source,
+                           workers=workers)
         run: EvalRun | CurriculumRun
         if drawer is not None:
             assert drawer.total is not None

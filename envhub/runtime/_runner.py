@@ -34,6 +34,7 @@ from envhub.runtime._types import Task
 
 if TYPE_CHECKING:
     from envhub.lookup import PluginLookup
+    from envhub.runtime._processes import RolloutSource
     from envhub.runtime._protocols import EnvironmentProtocol
     from envhub.runtime.policies import Policy
     from envhub.runtime.verifiers import ScoringContext
@@ -65,6 +66,11 @@ class RolloutPlan:
     provenance: dict[str, Any] = field(default_factory=dict)
     #: What the verifier is told about the run (the policy's model); None: nothing.
     scoring: ScoringContext | None = None
+    #: How a worker process rebuilds the environment and the policy (executors that run
+    #: rollouts in other processes need it); None when they were given as objects.
+    source: RolloutSource | None = None
+    #: How many worker processes an executor that uses them starts (None: its default).
+    workers: int | None = None
 
 
 def rollout_seed(run_seed: int | None, task_id: str, rollout: int) -> int:
@@ -175,6 +181,12 @@ def _verifier_error(text: str) -> RolloutError:
 
 class Executor(ABC):
     """Runs the rollouts of a plan and yields their records as they finish (in any order)."""
+
+    #: The executor loads the environment and the policy elsewhere, from the plan's
+    #: :attr:`RolloutPlan.source`: a run needs them named, not given as objects.
+    needs_source: bool = False
+    #: The executor starts worker processes (``envhub eval -j N``, :attr:`RolloutPlan.workers`).
+    uses_workers: bool = False
 
     @abstractmethod
     def run(self, plan: RolloutPlan, jobs: Sequence[RolloutJob]) -> AsyncIterator[RolloutRecord]:
