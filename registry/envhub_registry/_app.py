@@ -430,6 +430,9 @@ def create_app(envs: Sequence[Environment], config: ServeConfig | None = None) -
     else:
         api.mcp = McpEndpoint(api, config.host)
         routes += api.mcp.routes()
+    from envhub_registry._openenv import OpenEnvEndpoint
+
+    routes += OpenEnvEndpoint(api).routes()
     from envhub_registry._ors import OrsEndpoint  # the Open Reward Standard's API, under /ors
     routes += OrsEndpoint(api).routes()
     app = Starlette(routes=routes, lifespan=api.lifespan,
