@@ -84,10 +84,10 @@ class _Create(_Body):
 
     @model_validator(mode="after")
     def _one_source(self) -> _Create:
-        if (self.task_spec is not None) == (self.split is not None and self.index is not None):
-            raise ValueError("Provide either task_spec or both split and index, not both/neither")
-        if (self.split is None) != (self.index is None):
+        if (self.split is None) != (self.index is None):  # the more specific problem first
             raise ValueError("split and index must both be provided together")
+        if (self.task_spec is not None) == (self.split is not None):
+            raise ValueError("Provide either task_spec or both split and index, not both/neither")
         return self
 
 
@@ -186,12 +186,7 @@ class OrsEndpoint:
         return handle
 
     def _auth(self, request: Request, *, held_out: bool, what: str) -> None:
-        key = request.headers.get("x-api-key")
-        if key and "authorization" not in request.headers:  # the SDK sends its key as X-API-Key
-            scope = dict(request.scope)
-            scope["headers"] = [*request.scope["headers"], (b"authorization", f"Bearer {key}".encode())]
-            request = Request(scope)
-        self.api.auth.check(request, held_out=held_out, what=what)
+        self.api.auth.check(_with_key(request), held_out=held_out, what=what)
 
     def _served(self, request: Request) -> Served:
         try:
@@ -427,8 +422,18 @@ def _check_version(request: Request) -> None:
                              f"{', '.join(ORS_VERSIONS)} (the OpenReward SDK's 0.1.x wire format)")
 
 
-def _with_episode(request: Request, episode_id: str) -> Request:
+def _with_key(request: Request) -> Request:
+    """``request`` with the SDK's ``X-API-Key`` as the bearer token the server checks."""
+    key = request.headers.get("x-api-key")
+    if not key or "authorization" in request.headers:
+        return request
     scope = dict(request.scope)
+    scope["headers"] = [*request.scope["headers"], (b"authorization", f"Bearer {key}".encode())]
+    return Request(scope)
+
+
+def _with_episode(request: Request, episode_id: str) -> Request:
+    scope = dict(_with_key(request).scope)
     scope["path_params"] = {**request.path_params, "episode_id": episode_id}
     return Request(scope)
 
