@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import itertools
 import json
 import logging
@@ -40,7 +41,6 @@ from starlette.requests import Request
 from starlette.routing import BaseRoute, Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from envhub import __version__ as envhub_version
 from envhub.errors import EnvhubError
 from envhub.runtime import as_assistant_message
 from envhub.runtime.served import MAX_INT, MIN_INT, CreateEpisodeRequest, StepView
@@ -163,7 +163,8 @@ _STATE_SCHEMA: dict[str, Any] = {
 
 
 def _problems(e: ValidationError) -> str:
-    return "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'data'}: {str(err['msg']).removeprefix('Value error, ')}"
+    return "; ".join(f"{'.'.join(str(p) for p in err['loc']) or 'data'}: "
+                     f"{str(err['msg']).removeprefix('Value error, ')}"
                      for err in e.errors(include_url=False, include_input=False))
 
 
@@ -214,7 +215,8 @@ def _state(episode: _Episode | None) -> dict[str, Any]:
     session = episode.session
     return {"episode_id": session.id, "step_count": session.episode.turns, "environment": session.served.name,
             "split": session.episode.task.split, "task_id": session.episode.task.id, "held_out": session.held_out,
-            "done": session.episode.done, "max_turns": episode.max_turns, "client_episode_id": episode.client_episode_id}
+            "done": session.episode.done, "max_turns": episode.max_turns,
+            "client_episode_id": episode.client_episode_id}
 
 
 class _Credentials:
@@ -266,7 +268,8 @@ class OpenEnvEndpoint:
     def _check(self, credentials: _Credentials, *, held_out: bool, what: str) -> None:
         self.api.auth.check(credentials, held_out=held_out, what=what)  # type: ignore[arg-type]
 
-    async def _reset(self, served: Served, credentials: _Credentials, data: dict[str, Any]) -> tuple[_Episode, dict[str, Any]]:
+    async def _reset(self, served: Served, credentials: _Credentials,
+                     data: dict[str, Any]) -> tuple[_Episode, dict[str, Any]]:
         try:
             kwargs = ResetData.model_validate(data)
         except ValidationError as e:
@@ -316,7 +319,8 @@ class OpenEnvEndpoint:
 
     # -- HTTP ----------------------------------------------------------------------------
 
-    def _wrap(self, handler: Callable[[Request, Served], Awaitable[Any]]) -> Callable[[Request], Awaitable[JSONResponse]]:
+    def _wrap(self, handler: Callable[[Request, Served], Awaitable[Any]],
+              ) -> Callable[[Request], Awaitable[JSONResponse]]:
         async def endpoint(request: Request) -> JSONResponse:
             try:
                 served = self.api._served(request)
@@ -357,7 +361,8 @@ class OpenEnvEndpoint:
         if "action" in data and "episode_id" not in data:
             raise ApiError(422, "episode-id-required",
                            f"POST /step over HTTP needs episode_id (observation.episode_id of the reset's answer): "
-                           f"envhub serves {OPENENV_PROTOCOL}, where HTTP keeps no session; a stateless step is not served",
+                           f"envhub serves {OPENENV_PROTOCOL}, where HTTP keeps no session; a stateless step "
+                           f"is not served",
                            hint="send {\"action\": {...}, \"episode_id\": ID}, or use the WebSocket (ws://.../ws), "
                                 "as OpenEnv's clients do")
         try:
@@ -385,10 +390,10 @@ class OpenEnvEndpoint:
     async def metadata(self, request: Request, served: Served) -> dict[str, Any]:
         self._check(_Credentials(request.headers), held_out=False, what=served.name)
         env = served.env
+        # Exactly OpenEnv's EnvironmentMetadata fields: its model forbids others.
         return {"name": served.name, "description": env.manifest.environment.description,
-                "readme_content": None, "version": env.version, "author": None, "documentation_url": None,
-                "envhub_version": envhub_version, "protocol": OPENENV_PROTOCOL,
-                "splits": {name: {"held_out": info.held_out} for name, info in served.splits.items() if info.available}}
+                "readme_content": None, "version": env.version, "author": None,
+                "documentation_url": f"/v1/environments/{served.name}"}
 
     async def mcp(self, request: Request, served: Served) -> dict[str, Any]:
         raise ApiError(404, "not-served", f"OpenEnv's production mode (POST /mcp) is not served here: envhub serves "
@@ -400,29 +405,30 @@ class OpenEnvEndpoint:
     async def websocket(self, websocket: WebSocket) -> None:
         await websocket.accept()
         episode: _Episode | None = None
+        refusal: ApiError | None = None
         try:
-            try:
-                credentials = _Credentials(websocket.headers)
-                served = self.api._served(websocket)  # type: ignore[arg-type]
-                self._check(credentials, held_out=False, what=served.name)
-            except ApiError as e:
-                await websocket.send_text(_ws_error(e))
-                await websocket.close(1008)
-                return
-            except EnvhubError as e:
-                await websocket.send_text(_ws_error(from_envhub_error(e)))
-                await websocket.close(1008)
-                return
+            credentials = _Credentials(websocket.headers)
+            served = self.api._served(websocket)  # type: ignore[arg-type]
+            self._check(credentials, held_out=False, what=served.name)
+        except ApiError as e:
+            # Every message is answered with the refusal, as OpenEnv's client reads an error
+            # only as the answer to a message it sent.
+            refusal = e
+        try:
             while True:
                 raw = await websocket.receive_text()
                 try:
-                    reply, episode, stop = await self._message(raw, served, credentials, episode)
+                    if refusal is not None:
+                        stop = _is_close(raw)
+                        reply = _ws_error(refusal)
+                    else:
+                        reply, episode, stop = await self._message(raw, served, credentials, episode)
                 except ApiError as e:
                     reply, stop = _ws_error(e), False
                 except EnvhubError as e:
                     reply, stop = _ws_error(from_envhub_error(e)), False
                 except Exception:  # never leave a client waiting; the log has the traceback
-                    log.exception("an OpenEnv message to %s failed", served.name)
+                    log.exception("an OpenEnv message to %s failed", websocket.url.path)
                     reply, stop = _ws_error(ApiError(500, "internal-error", "the server failed to answer the message",
                                                      hint="see the server's log")), False
                 if stop:
@@ -432,10 +438,8 @@ class OpenEnvEndpoint:
             pass
         finally:
             self._close(episode)
-        try:
+        with contextlib.suppress(RuntimeError):  # the client closed it first
             await websocket.close()
-        except RuntimeError:
-            pass
 
     async def _message(self, raw: str, served: Served, credentials: _Credentials,
                        episode: _Episode | None) -> tuple[str, _Episode | None, bool]:
@@ -454,6 +458,9 @@ class OpenEnvEndpoint:
         except ValidationError as e:
             return _ws_error(ApiError(422, "invalid-message", f"Invalid message: {_problems(e)}"),
                              "VALIDATION_ERROR"), episode, False
+        if message.type == "step" and "data" not in data:  # OpenEnv's WSStepMessage requires it
+            return _ws_error(ApiError(422, "invalid-message", "Invalid message: data: Field required (a step's data "
+                                                              "is the action)"), "VALIDATION_ERROR"), episode, False
         if message.type == "close":
             return "", episode, True
         if message.type == "reset":
@@ -468,6 +475,14 @@ class OpenEnvEndpoint:
                            hint="send a reset message first")
         answer = await self._step(episode, message.data)
         return _dumps({"type": "observation", "data": answer}), episode, False
+
+
+def _is_close(raw: str) -> bool:
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(data, dict) and data.get("type") == "close"
 
 
 def _dumps(data: Any) -> str:
