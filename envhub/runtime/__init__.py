@@ -41,6 +41,7 @@ if TYPE_CHECKING:
         TaskHarness,
         ToolUseHarness,
     )
+    from envhub.runtime._processes import ProcessExecutor, WorkerError
     from envhub.runtime._protocols import EnvironmentProtocol, EpisodeProtocol, SplitInfo
     from envhub.runtime._records import (
         RECORD_VERSION,
@@ -58,8 +59,15 @@ if TYPE_CHECKING:
         rollout_record_json_schema,
     )
     from envhub.runtime._remote import RemoteEnvironment, RemoteError, load_remote
-    from envhub.runtime._processes import ProcessExecutor, RolloutSource, WorkerError
-    from envhub.runtime._runner import Executor, LocalExecutor, RolloutJob, RolloutPlan, make_executor, run_rollout
+    from envhub.runtime._runner import (
+        Executor,
+        LocalExecutor,
+        RolloutJob,
+        RolloutPlan,
+        RolloutSource,
+        make_executor,
+        run_rollout,
+    )
     from envhub.runtime._shadow import refuse_shadowing, shadowing_files
     from envhub.runtime._shell_tools import builtin_tools
     from envhub.runtime._spec_tools import SpecTool, load_spec_tools, make_spec_tool
@@ -91,7 +99,7 @@ _WHERE = {
     "StateFactory": "_state", "StateHandle": "_state",
     "Executor": "_runner", "RolloutJob": "_runner", "RolloutPlan": "_runner", "run_rollout": "_runner",
     "LocalExecutor": "_runner", "make_executor": "_runner",
-    "ProcessExecutor": "_processes", "RolloutSource": "_processes", "WorkerError": "_processes",
+    "ProcessExecutor": "_processes", "RolloutSource": "_runner", "WorkerError": "_processes",
     "files_state": "_state", "python_state": "_state", "sqlite_state": "_state",
     "ChatClient": "_chat",
     "CheckResult": "_check", "GENERATED_CHECK_LIMIT": "_check", "self_test": "_check",

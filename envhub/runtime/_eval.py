@@ -31,12 +31,11 @@ from pydantic import BaseModel, ConfigDict
 from envhub.errors import UsageError
 from envhub.runtime._curriculum import Curriculum, Draw
 from envhub.runtime._records import RolloutError, RolloutRecord, dump_record, read_records
-from envhub.runtime._runner import Executor, RolloutJob, RolloutPlan, rollout_seed
+from envhub.runtime._runner import Executor, RolloutJob, RolloutPlan, RolloutSource, rollout_seed
 from envhub.runtime._types import Task
 from envhub.runtime.verifiers import ScoringContext
 
 if TYPE_CHECKING:
-    from envhub.runtime._processes import RolloutSource
     from envhub.runtime._protocols import EnvironmentProtocol
     from envhub.runtime.policies import Policy
 

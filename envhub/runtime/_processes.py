@@ -26,48 +26,21 @@ import pickle
 import signal
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from envhub.errors import EnvhubError, UsageError
-from envhub.runtime._runner import Executor, LocalExecutor, RolloutJob, RolloutPlan
+from envhub.runtime._runner import Executor, LocalExecutor, RolloutJob, RolloutPlan, RolloutSource
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
     from multiprocessing.process import BaseProcess
 
-    from envhub.runtime._protocols import EnvironmentProtocol
     from envhub.runtime._records import RolloutRecord
-    from envhub.runtime.policies import Policy
-    from envhub.settings import Settings
 
-__all__ = ["ProcessExecutor", "RolloutSource", "WorkerError"]
-
-
-@dataclass(frozen=True)
-class RolloutSource:
-    """How a worker process rebuilds a run's environment and policy: what ``envhub eval``
-    was given (the environment's reference and the policy's spec) and the options it loaded
-    them with. ``load`` is a module-level function (pickled by its name) that returns the
-    environment and the policy, for ``concurrency`` episodes at once."""
-
-    #: A bundle directory (absolute), an environment id, or a served environment's URL.
-    env: str
-    #: A policy spec (``reference``, ``openai:MODEL``, ``python:MODULE:FUNC``, ...).
-    policy: str
-    load: Callable[[RolloutSource, int], tuple[EnvironmentProtocol, Policy]]
-    settings: Settings | None = None
-    cwd: Path | None = None
-    trust_code: bool = False
-    registry: str | None = None
-    with_heldout: bool = False
-    offline: bool | None = None
-    base_url: str | None = None
-    record_tokens: bool = False
-    #: The digest the driver's environment has: a worker that loads another refuses to run.
-    digest: str | None = None
+__all__ = ["ProcessExecutor", "WorkerError"]
 
 
 class WorkerError(EnvhubError):
@@ -110,7 +83,8 @@ class ProcessExecutor(Executor):
                                   "'python:MODULE:FUNC', or use --executor local for a policy object")
         count = max(1, min(self.workers or plan.workers or os.cpu_count() or 1, len(jobs)))
         share = max(1, math.ceil(plan.concurrency / count))
-        context = multiprocessing.get_context(self.start_method)
+        # Any: typeshed's BaseContext has no Process; every start method's context has one.
+        context: Any = multiprocessing.get_context(self.start_method)
         settings = _WorkerPlan(timeout_s=plan.timeout_s, concurrency=share, provenance=plan.provenance,
                                scoring=plan.scoring)
         workers: list[_Worker] = []

@@ -14,9 +14,10 @@ import asyncio
 import hashlib
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from envhub.errors import EnvhubError, PolicyError
@@ -34,12 +35,15 @@ from envhub.runtime._types import Task
 
 if TYPE_CHECKING:
     from envhub.lookup import PluginLookup
-    from envhub.runtime._processes import RolloutSource
     from envhub.runtime._protocols import EnvironmentProtocol
     from envhub.runtime.policies import Policy
     from envhub.runtime.verifiers import ScoringContext
+    from envhub.settings import Settings
 
-__all__ = ["Executor", "LocalExecutor", "RolloutJob", "RolloutPlan", "make_executor", "rollout_seed", "run_rollout"]
+__all__ = [
+    "Executor", "LocalExecutor", "RolloutJob", "RolloutPlan", "RolloutSource", "make_executor", "rollout_seed",
+    "run_rollout",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +55,30 @@ class RolloutJob:
     seed: int
     #: Where a curriculum stood when it drew the task (the record's ``curriculum`` field).
     curriculum: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class RolloutSource:
+    """How a worker process rebuilds a run's environment and policy: what ``envhub eval``
+    was given (the environment's reference and the policy's spec) and the options it loaded
+    them with. ``load`` is a module-level function (pickled by its name) that returns the
+    environment and the policy, for ``concurrency`` episodes at once."""
+
+    #: A bundle directory (absolute), an environment id, or a served environment's URL.
+    env: str
+    #: A policy spec (``reference``, ``openai:MODEL``, ``python:MODULE:FUNC``, ...).
+    policy: str
+    load: Callable[[RolloutSource, int], tuple[EnvironmentProtocol, Policy]]
+    settings: Settings | None = None
+    cwd: Path | None = None
+    trust_code: bool = False
+    registry: str | None = None
+    with_heldout: bool = False
+    offline: bool | None = None
+    base_url: str | None = None
+    record_tokens: bool = False
+    #: The digest the driver's environment has: a worker that loads another refuses to run.
+    digest: str | None = None
 
 
 @dataclass
