@@ -251,7 +251,8 @@ def test_a_client_of_another_protocol_version_is_told_which_is_served(server: Se
         "Unknown message type: 'mcp'; envhub serves OpenEnv simulation mode as openenv-core 0.3 speaks it, whose "
         "message types are reset, step, state, close")
     mcp = httpx2.post(calc(server) + "/mcp", json={"jsonrpc": "2.0", "method": "tools/list", "id": 1})
-    assert mcp.status_code == 404 and "envhub serves OpenEnv simulation mode as openenv-core 0.3" in mcp.json()["detail"]
+    assert mcp.status_code == 404
+    assert "envhub serves OpenEnv simulation mode as openenv-core 0.3" in mcp.json()["detail"]
     # An OpenEnv server before sessions took a step without naming an episode.
     stateless = httpx2.post(calc(server) + "/step", json={"action": {"content": "1"}})
     assert stateless.status_code == 422
