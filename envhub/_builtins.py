@@ -15,6 +15,7 @@ from envhub.hookspecs import (
     EnvironmentPackage,
     ExecutorKind,
     HarnessProtocol,
+    ImporterKind,
     PolicyKind,
     RegistryBackend,
     StateKind,
@@ -297,6 +298,23 @@ WORKSPACE_BACKENDS = (
 )
 
 
+# --- importers ---------------------------------------------------------------------------------------
+
+
+_NAME_OPTIONS = {"name": "the bundle's NAMESPACE/NAME [default: imported/<SOURCE's name>]",
+                 "split": "the split the tasks go into [default: test]"}
+IMPORTERS = (
+    ImporterKind("terminal-bench", "envhub.importers:run_terminal_bench",
+                 description="Terminal-Bench or Harbor task directories: a sandbox bundle with workspace tests",
+                 options={**_NAME_OPTIONS, "network": "true: share the host's network with every episode"}),
+    ImporterKind("openenv", "envhub.importers:run_openenv",
+                 description="an OpenEnv environment package: its Environment class runs in the episode",
+                 options={**_NAME_OPTIONS, "seeds": "how many tasks (reset seeds 0, 1, ...) [default: 10]",
+                          "reward": "the final reward: sum (of the step rewards) or last [default: sum]",
+                          "max-turns": "the episode's turn limit [default: 20]"}),
+)
+
+
 # --- the plugin -------------------------------------------------------------------------------------
 
 
@@ -342,6 +360,10 @@ class Builtins:
     @hookimpl
     def envhub_workspace_backends(self) -> list[WorkspaceBackend]:
         return list(WORKSPACE_BACKENDS)
+
+    @hookimpl
+    def envhub_importers(self) -> list[ImporterKind]:
+        return list(IMPORTERS)
 
     @hookimpl
     def envhub_environments(self) -> list[EnvironmentPackage]:

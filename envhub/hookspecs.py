@@ -35,9 +35,9 @@ pydantic, no runtime): plugins import it when ``envhub plugins`` lists them.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pluggy
 
@@ -53,6 +53,8 @@ __all__ = [
     "EnvironmentPackage",
     "ExecutorKind",
     "HarnessProtocol",
+    "ImportOutcome",
+    "ImporterKind",
     "PolicyKind",
     "RegistryBackend",
     "StateKind",
@@ -237,6 +239,69 @@ class ExecutorKind:
     description: str = ""
 
 
+class ImportOutcome(Protocol):
+    """What an importer's ``run`` returns: the bundle it wrote and what did not carry over.
+
+    ``name`` is the bundle's ``namespace/name`` and ``out`` its directory; ``dropped``
+    counts what could not be carried over. ``to_markdown()`` is the report a person reads
+    (``envhub import`` prints it and the importer writes it to ``OUT/IMPORT-REPORT.md``);
+    ``to_dict()`` is its JSON form (``envhub import --json``); ``summary()`` says what was
+    imported in a few words (``"3 task(s)"``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def out(self) -> Path: ...
+
+    @property
+    def dropped(self) -> int: ...
+
+    def summary(self) -> str: ...
+
+    def to_markdown(self) -> str: ...
+
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+@dataclass(frozen=True)
+class ImporterKind:
+    """An importer for ``envhub import NAME SOURCE OUT``: a bundle from something written
+    for another tool.
+
+    ``run(source, out, options)`` (a function, or ``"module:function"`` naming one, imported
+    only when the importer is used) reads ``source`` (a path), writes a bundle to ``out`` (a
+    new or empty directory; nothing is written when it fails) and returns an
+    :class:`ImportOutcome` saying what was carried over and what was not. ``options`` maps
+    each option the user gave (``--name``, ``--split``, ``--option KEY=VALUE``) to its text;
+    ``options`` of the kind names the keys it takes, each with a one-line help, and
+    ``envhub import`` refuses any other. ``run`` raises :class:`envhub.errors.EnvhubError`
+    subclasses for bad input (a source that is not of its kind, a non-empty ``out``, a bad
+    option value): the command prints them and exits 2."""
+
+    name: str
+    run: Callable[[Path, Path, Mapping[str, str]], ImportOutcome] | str
+    description: str = ""
+    options: Mapping[str, str] = field(default_factory=dict)
+
+    def runner(self) -> Callable[[Path, Path, Mapping[str, str]], ImportOutcome]:
+        """``run``, importing it if it is given as ``"module:function"`` (so listing the
+        importers imports none of them). Raises what the import raises, and TypeError when
+        the name is not callable."""
+        if not isinstance(self.run, str):
+            return self.run
+        import importlib
+
+        module, _, attr = self.run.partition(":")
+        obj: Any = importlib.import_module(module)
+        for part in attr.split(".") if attr else ():
+            obj = getattr(obj, part)
+        if not callable(obj):
+            raise TypeError(f"{self.run} is a {type(obj).__name__}, not a function")
+        run: Callable[[Path, Path, Mapping[str, str]], ImportOutcome] = obj
+        return run
+
+
 @dataclass(frozen=True)
 class EnvironmentPackage:
     """An installed environment: the bundle directory ``path`` (with its ``envhub.toml``)
@@ -336,6 +401,12 @@ def envhub_policies() -> Sequence[PolicyKind]:
 @hookspec
 def envhub_executors() -> Sequence[ExecutorKind]:
     """Rollout executors this plugin provides, for ``envhub eval --executor``."""
+    raise NotImplementedError
+
+
+@hookspec
+def envhub_importers() -> Sequence[ImporterKind]:
+    """Importers this plugin provides, for ``envhub import NAME SOURCE OUT``."""
     raise NotImplementedError
 
 

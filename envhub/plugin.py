@@ -3,7 +3,8 @@
 A plugin is a module with functions marked :data:`hookimpl`, each named after a hook
 (``envhub_verifier_kinds``, ``envhub_harness_protocols``, ``envhub_state_kinds``,
 ``envhub_task_formats``, ``envhub_task_generators``, ``envhub_registry_backends``,
-``envhub_policies``, ``envhub_executors``, ``envhub_workspace_backends``, ``envhub_environments``)
+``envhub_policies``, ``envhub_executors``, ``envhub_workspace_backends``, ``envhub_importers``,
+``envhub_environments``)
 and returning a list of registrations, the dataclasses below; its distribution declares it as
 an entry point in the group ``envhub`` and depends on ``envhub-rl``. docs/plugins.md shows each hook::
 
@@ -30,7 +31,8 @@ What a plugin implements or receives:
 
 - **registrations** (what hooks return): :class:`VerifierKind`, :class:`HarnessProtocol`,
   :class:`StateKind`, :class:`TaskFormat`, :class:`TaskGenerator`, :class:`RegistryBackend`,
-  :class:`PolicyKind`, :class:`ExecutorKind`, :class:`WorkspaceBackend`, :class:`EnvironmentPackage`;
+  :class:`PolicyKind`, :class:`ExecutorKind`, :class:`WorkspaceBackend`, :class:`ImporterKind`,
+  :class:`EnvironmentPackage`;
 - **verifiers**: subclass :class:`Verifier` (``score``, and ``ascore`` if it waits on I/O,
   and ``reference`` returning a :class:`Reference` so the ``reference`` policy and
   ``validate --check`` can play what solves a task),
@@ -67,6 +69,8 @@ from envhub.hookspecs import (
     EnvironmentPackage,
     ExecutorKind,
     HarnessProtocol,
+    ImporterKind,
+    ImportOutcome,
     PolicyKind,
     RegistryBackend,
     StateKind,
@@ -158,6 +162,8 @@ __all__ = [
     "Harness",
     "HarnessProtocol",
     "HarnessSetup",
+    "ImportOutcome",
+    "ImporterKind",
     "IntegrityError",
     "MissingFieldError",
     "Observation",

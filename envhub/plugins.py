@@ -89,6 +89,7 @@ HOOKS: dict[str, Hook] = {hook.key: hook for hook in (
     Hook("policies", "policy", hookspecs.PolicyKind),
     Hook("executors", "executor", hookspecs.ExecutorKind),
     Hook("workspace_backends", "workspace base scheme", hookspecs.WorkspaceBackend),
+    Hook("importers", "importer", hookspecs.ImporterKind),
     # Installed environments come from other distributions through the built-in plugin;
     # none of them is envhub's own, so none is reserved.
     Hook("environments", "environment", hookspecs.EnvironmentPackage, reserved=False),

@@ -1,11 +1,25 @@
-"""Importers: bundles made from task collections in other formats.
+"""Importers: bundles made from task collections and environments in other formats.
 
-:func:`import_terminal_bench` reads task directories in the layout Terminal-Bench and Harbor
-use (an instruction, ``task.yaml`` or ``task.toml``, a Dockerfile, ``tests/``, a solution
-script) and writes one bundle with state kind ``sandbox`` and verifier ``workspace-tests``,
-reporting per task what it could not carry over (docs/importers.md).
+Each importer is registered through the ``envhub_importers`` plugin hook (an
+:class:`envhub.hookspecs.ImporterKind`), envhub's own ones too, and run by
+``envhub import KIND SOURCE OUT`` (docs/importers.md):
+
+- ``terminal-bench``: :func:`import_terminal_bench` reads task directories in the layout
+  Terminal-Bench and Harbor use and writes one bundle with state kind ``sandbox`` and verifier
+  ``workspace-tests``, reporting per task what it could not carry over;
+- ``openenv``: :func:`import_openenv` reads an OpenEnv environment package and writes a bundle
+  that runs its ``Environment`` class in the episode (state kind ``python``, one ``step``
+  tool, a ``python`` verifier over the step rewards).
 """
 
-from envhub.importers._terminal_bench import ImportReport, ImportSourceError, TaskImport, import_terminal_bench
+from envhub.importers._openenv import OpenEnvImport, import_openenv, run_openenv
+from envhub.importers._terminal_bench import (
+    ImportReport,
+    ImportSourceError,
+    TaskImport,
+    import_terminal_bench,
+    run_terminal_bench,
+)
 
-__all__ = ["ImportReport", "ImportSourceError", "TaskImport", "import_terminal_bench"]
+__all__ = ["ImportReport", "ImportSourceError", "OpenEnvImport", "TaskImport", "import_openenv",
+           "import_terminal_bench", "run_openenv", "run_terminal_bench"]

@@ -26,7 +26,7 @@ import shlex
 import shutil
 import tempfile
 import tomllib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,6 +98,17 @@ class ImportReport:
         """How many things were dropped, over every task."""
         return sum(len(t.dropped) for t in self.tasks)
 
+    def summary(self) -> str:
+        """What was imported: ``"3 task(s)"``."""
+        return f"{len(self.tasks)} task(s)"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The report as JSON (``envhub import --json``)."""
+        return {"kind": "terminal-bench", "name": self.name, "out": str(self.out), "split": self.split,
+                "notes": self.notes, "dropped": self.dropped,
+                "tasks": [{"id": t.id, "source": str(t.source), "layout": t.layout, "kept": t.kept,
+                           "dropped": t.dropped} for t in self.tasks]}
+
     def to_markdown(self) -> str:
         lines = [f"# Import report: {self.name}", "",
                  f"Imported by `envhub import terminal-bench` from `{self.source}`: {len(self.tasks)} task(s) into "
@@ -110,6 +121,15 @@ class ImportReport:
             lines += ["", "Dropped:", ""]
             lines += [f"- {item}" for item in task.dropped] or ["- nothing"]
         return "\n".join(lines) + "\n"
+
+
+def run_terminal_bench(source: Path, out: Path, options: Mapping[str, str]) -> ImportReport:
+    """:func:`import_terminal_bench` with its arguments as ``envhub import`` options
+    (``name``, ``split``, ``network``): the ``terminal-bench`` importer's ``run``."""
+    from envhub.importers._options import flag
+
+    return import_terminal_bench(source, out, name=options.get("name"), split=options.get("split", "test"),
+                                 network=flag(options, "network"))
 
 
 def import_terminal_bench(source: Path, out: Path, *, name: str | None = None, split: str = "test",
