@@ -47,9 +47,8 @@ def import_(kind: str, source: Path, out: Path, name: str | None, split: str | N
         if not sep or not key.strip():
             raise UsageError(f"option {text!r} is not KEY=VALUE", hint="for example -o seeds=20")
         given[key.strip()] = value.strip()
-    for key, value in (("name", name), ("split", split), ("network", "true" if network else None)):
-        if value is not None:
-            given[key] = value
+    shorthands: dict[str, str | None] = {"name": name, "split": split, "network": "true" if network else None}
+    given.update({key: value for key, value in shorthands.items() if value is not None})
     unknown = sorted(set(given) - set(importer.options))
     if unknown:
         known = "; ".join(f"{k}: {text}" for k, text in importer.options.items()) or "none"
