@@ -122,10 +122,11 @@ GAME = {
     "__init__.py": "",
     "models.py": '''\
         from openenv.core.env_server.types import Action, Observation
+        from pydantic import Field
 
 
         class GuessAction(Action):
-            guess: int
+            guess: int = Field(..., ge=0, le=3, description="a number from 0 to 3")
 
 
         class GuessObservation(Observation):
@@ -170,12 +171,13 @@ import json
 
 
 def act(messages):
-    """Try an action the type refuses, then guess 0, 1, 2, 3 until the environment says done."""
+    """Try an action the tool's schema refuses and one only the type refuses, then guess 0, 1,
+    2, 3 until the environment says done."""
     calls = sum(1 for m in messages if m.get("role") == "assistant" and m.get("tool_calls"))
     tool = [m for m in messages if m.get("role") == "tool"]
     if tool and '"done":true' in tool[-1]["content"]:
         return "finished"
-    action = {"guess": "three"} if calls == 0 else {"guess": calls - 1}
+    action = [{"guess": "three"}, {"guess": 9}][calls] if calls < 2 else {"guess": calls - 2}
     return {"role": "assistant", "content": "", "tool_calls": [{"id": f"c{calls}", "type": "function",
             "function": {"name": "step", "arguments": json.dumps({"action": action})}}]}
 '''
@@ -194,6 +196,8 @@ def test_seeds_reach_reset_and_the_environment_ends_the_episode(tmp_path: Path) 
     result = run_envhub("import", "openenv", str(source), str(out), "-o", "seeds=4", "-o", "reward=last")
     assert result.code == 0, result.err
     assert "reset(seed=...): each task resets with its own seed" in result.out
+    spec = json.loads((out / "tools" / "step.json").read_text())["function"]["parameters"]["properties"]["action"]
+    assert spec["properties"]["guess"] == {"type": "integer", "description": "a number from 0 to 3"}
     assert [json.loads(line)["reset"] for line in (out / "tasks" / "test.jsonl").read_text().splitlines()] == [
         {"seed": 0}, {"seed": 1}, {"seed": 2}, {"seed": 3}]
     assert run_envhub("validate", str(out)).code == 0
@@ -205,10 +209,12 @@ def test_seeds_reach_reset_and_the_environment_ends_the_episode(tmp_path: Path) 
 
     for row in records(tmp_path / "r.jsonl"):
         secret = random.Random(int(row["task_id"].removeprefix("seed-"))).randrange(4)
-        assert row["tool_errors"] == 1  # the refused action is the model's mistake, not a step
-        assert next(m["content"] for m in row["messages"] if m["role"] == "tool") == (
-            "Error: invalid arguments for step: at $.action.guess: 'three' is not of type 'integer'")
-        assert row["turn_rewards"] == [None, *[-0.5] * secret, 2.0]  # the environment's rewards
+        assert row["tool_errors"] == 2 and row["environment_faults"] == 0  # the model's mistakes, not steps
+        refused = [m["content"] for m in row["messages"] if m["role"] == "tool"][:2]
+        assert refused[0] == "Error: invalid arguments for step: at $.action.guess: 'three' is not of type 'integer'"
+        assert refused[1].startswith("Error: invalid action: 1 validation error for GuessAction\nguess\n"
+                                     "  Input should be less than or equal to 3")
+        assert row["turn_rewards"] == [None, None, *[-0.5] * secret, 2.0]  # the environment's rewards
         assert row["ended_by"] == "environment"
         assert row["reward"] == 1.0  # reward=last: 2.0, clamped to [0, 1]
         assert row["score_info"]["last_reward"] == 2.0 and row["score_info"]["done"] is True

@@ -583,8 +583,9 @@ class OpenEnvState:
             return Reply(self.observation.model_dump_json())
         if self.done:
             raise ToolError("the episode is over; reply without a tool call to finish")
+        validate = getattr(_action_type(), "model_validate", None)  # a pydantic model, as OpenEnv's are
         try:
-            typed = _action_type().model_validate(action)
+            typed = validate(action) if validate is not None else action
         except ValueError as e:  # pydantic's ValidationError
             raise ToolError(f"invalid action: {{e}}") from e
         self.observation = observation = self.env.step(typed)
