@@ -266,7 +266,8 @@ def test_the_positive_control_of_the_refusals(tmp_path: Path) -> None:
     assert "the action type dict is not defined in the source" in report.to_markdown()
 
 
-def test_unknown_kinds_options_and_a_used_destination_are_refused(echo_source: Path, tmp_path: Path) -> None:
+def test_unknown_kinds_options_and_a_used_destination_are_refused(tmp_path: Path) -> None:
+    echo_source = write(tmp_path / "guess_game", GAME)
     result = run_envhub("import", "gym", str(echo_source), str(tmp_path / "a"))
     assert result.code == 2 and result.err == (
         "envhub: error: unknown importer 'gym'; installed importers: openenv, terminal-bench\n"
