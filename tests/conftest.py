@@ -158,6 +158,9 @@ def openai_server():  # type: ignore[no-untyped-def]
 #: they run envhub or pip in subprocesses, build bundles, venvs or wheels, start servers, or
 #: generate datasets. Add a test here when it takes more than about a second.
 SLOW: tuple[str, ...] = (
+    # test_import_openenv.py: openenv init, and each process importing openenv-core (~6 s)
+    "test_import_openenv.py::test_an_openenv_init_environment_imports_validates_and_evaluates",
+    "test_import_openenv.py::test_seeds_reach_reset_and_the_environment_ends_the_episode",
     # test_hf_dataset.py, test_integrations_trl.py: a child process imports datasets (~2.5-5 s cold)
     "test_hf_dataset.py::test_parquet_tasks_load_as_rows",
     "test_hf_dataset.py::test_example_loads_every_public_split_and_no_held_out_one",

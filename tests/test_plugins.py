@@ -96,7 +96,8 @@ def test_every_built_in_kind_is_registered_through_the_hooks() -> None:
     assert registers["task_formats"] == sorted(TASK_FORMATS)
     assert registers["registry_backends"] == ["file", "hf", "memory", "s3"]
     assert registers["policies"] == ["noop", "openai", "python", "reference"]
-    assert registers["executors"] == ["local"]
+    assert registers["executors"] == ["local", "processes"]
+    assert registers["importers"] == ["openenv", "terminal-bench"]
     assert set(registers) == set(HOOKS) - {"task_generators", "environments"}
 
 

@@ -25,7 +25,8 @@ __all__ = ["cli", "main"]
 # commands imports none of them.
 _COMMANDS: dict[str, tuple[str, str]] = {
     "init": ("envhub.cli.init:init", "Create a new environment bundle that validates as created."),
-    "import": ("envhub.cli.import_:import_", "Make a bundle from Terminal-Bench or Harbor task directories."),
+    "import": ("envhub.cli.import_:import_",
+               "Make a bundle from another tool's tasks or environment (terminal-bench, openenv, plugins' kinds)."),
     "validate": ("envhub.cli.validate:validate", "Check bundles against their manifests, reporting every problem."),
     "info": ("envhub.cli.info:info", "Describe an environment (a bundle directory or a registry id)."),
     "build": ("envhub.cli.build:build", "Build a bundle into deterministic public and held-out archives."),
