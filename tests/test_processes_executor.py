@@ -223,8 +223,8 @@ def test_ctrl_c_stops_the_workers(tmp_path: Path, pid_policy: tuple[str, Path]) 
 def test_a_worker_that_fails_to_load_is_named(tmp_path: Path, context: Context) -> None:
     # The policy loads in the driver but raises in a worker process.
     path = tmp_path / "fussy.py"
-    path.write_text("import multiprocessing\n"
-                    "if multiprocessing.parent_process() is not None:\n"
+    path.write_text("import sys\n"
+                    "if sys.argv[0] == '-c':  # python -c: a worker process\n"
                     "    raise ImportError('not in a worker')\n"
                     "def act(messages):\n    return '1'\n")
     with pytest.raises(WorkerError) as exc:
@@ -279,3 +279,17 @@ def test_workers_of_a_killed_driver_exit_on_their_own(tmp_path: Path, pid_policy
     while any(_alive(pid) for pid in seen) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(_alive(pid) for pid in seen)
+
+
+def test_a_script_without_a_main_guard(tmp_path: Path) -> None:
+    # Workers are started, not forked, and do not re-run the caller's __main__.
+    script = tmp_path / "run.py"
+    script.write_text("import envhub\n"
+                      f"result = envhub.evaluate({str(ARITH)!r}, 'reference', split='dev', executor='processes', "
+                      "jobs=2)\n"
+                      "print(result.ran, result.summary.mean_reward)\n")
+    done = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    ran, reward = done.stdout.split()
+    assert int(ran) > 2 and float(reward) == 1.0
+    assert done.stdout.count("\n") == 1  # printed once: no worker ran the script again

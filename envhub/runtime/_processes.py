@@ -1,7 +1,9 @@
 """The ``processes`` executor: one run's rollouts sharded over worker processes.
 
-Each worker is a fresh Python process (the ``spawn`` start method: nothing is forked from a
-process with a running event loop or threads) with its own event loop. It rebuilds the
+Each worker is a fresh Python interpreter (started, not forked: nothing is forked from a
+process with a running event loop or threads; and unlike multiprocessing's ``spawn`` it does
+not re-run the caller's ``__main__``, so a script needs no ``if __name__ == "__main__"``
+guard) with its own event loop. It rebuilds the
 environment and the policy itself from the plan's :class:`RolloutSource` (a directory, an
 id pulled through the registry and cache, or a served URL; a policy spec), so no
 environment, policy or bundle code is pickled, plays its share of the jobs with a
@@ -23,7 +25,8 @@ import math
 import multiprocessing
 import os
 import pickle
-import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Sequence
@@ -36,7 +39,6 @@ from envhub.runtime._runner import Executor, LocalExecutor, RolloutJob, RolloutP
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
-    from multiprocessing.process import BaseProcess
 
     from envhub.runtime._records import RolloutRecord
 
@@ -50,7 +52,7 @@ class WorkerError(EnvhubError):
 @dataclass
 class _Worker:
     index: int
-    process: BaseProcess
+    process: subprocess.Popen[bytes]
     conn: Connection
     done: bool = False
 
@@ -66,12 +68,8 @@ class ProcessExecutor(Executor):
     needs_source = True
     uses_workers = True
 
-    def __init__(self, workers: int | None = None, *, start_method: str = "spawn") -> None:
-        if start_method == "fork":
-            raise ValueError("the processes executor never forks a process that runs an event loop; "
-                             "use 'spawn' or 'forkserver'")
+    def __init__(self, workers: int | None = None) -> None:
         self.workers = workers
-        self.start_method = start_method
 
     async def run(self, plan: RolloutPlan, jobs: Sequence[RolloutJob]) -> AsyncIterator[RolloutRecord]:
         if not jobs:
@@ -83,19 +81,22 @@ class ProcessExecutor(Executor):
                                   "'python:MODULE:FUNC', or use --executor local for a policy object")
         count = max(1, min(self.workers or plan.workers or os.cpu_count() or 1, len(jobs)))
         share = max(1, math.ceil(plan.concurrency / count))
-        # Any: typeshed's BaseContext has no Process; every start method's context has one.
-        context: Any = multiprocessing.get_context(self.start_method)
         settings = _WorkerPlan(timeout_s=plan.timeout_s, concurrency=share, provenance=plan.provenance,
                                scoring=plan.scoring)
         workers: list[_Worker] = []
         try:
             for index in range(count):
-                receive, send = context.Pipe(duplex=False)
-                process = context.Process(target=_worker_main, name=f"envhub-rollouts-{index}", daemon=True,
-                                          args=(plan.source, settings, list(jobs[index::count]), send, os.getpid()))
-                process.start()
-                send.close()  # the worker holds the only write end: its exit reads as end of file
-                workers.append(_Worker(index, process, receive))
+                ours, theirs = multiprocessing.Pipe(duplex=True)
+                try:
+                    process = subprocess.Popen([sys.executable, "-c", _BOOT, str(theirs.fileno()), str(os.getpid())],
+                                               pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL)
+                finally:
+                    theirs.close()  # the worker holds the only other end: its exit reads as end of file
+                workers.append(_Worker(index, process, ours))
+            for worker in workers:  # sent once all are starting: they boot side by side
+                # sys.path first, so that what follows unpickles as it would here.
+                worker.conn.send(sys.path)
+                worker.conn.send((plan.source, settings, list(jobs[worker.index::count])))
             live = {w.conn: w for w in workers}
             while live:
                 ready = await asyncio.to_thread(_wait, list(live))
@@ -138,8 +139,10 @@ def _wait(conns: list[Connection]) -> list[Any]:
 
 
 def _died(worker: _Worker) -> WorkerError:
-    worker.process.join(timeout=5)
-    code = worker.process.exitcode
+    try:
+        code: int | None = worker.process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        code = None
     how = f"was killed by signal {-code}" if code is not None and code < 0 else f"exited with code {code}"
     return WorkerError(f"{worker.describe()} {how} before its rollouts finished",
                        hint="the rollouts that finished are in the records file; run again with --resume to play "
@@ -149,25 +152,35 @@ def _died(worker: _Worker) -> WorkerError:
 def _stop(workers: list[_Worker]) -> None:
     """Stop every worker still running (SIGTERM, then SIGKILL after 5 s) and reap it."""
     for worker in workers:
-        if worker.process.is_alive():
+        if worker.process.poll() is None:
             worker.process.terminate()
     deadline = time.monotonic() + 5
     for worker in workers:
-        worker.process.join(timeout=max(0.0, deadline - time.monotonic()))
-        if worker.process.is_alive():
+        try:
+            worker.process.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
             worker.process.kill()
-            worker.process.join()
+            worker.process.wait()
         worker.conn.close()
 
 
-def _worker_main(source: RolloutSource, settings: _WorkerPlan, jobs: list[RolloutJob], conn: Connection,
-                 parent: int) -> None:
-    """A worker process: load, play ``jobs``, send each record, then ``("done",)``; or
-    ``("error", message, hint)``."""
-    # Ctrl-C reaches the whole process group: the driver stops the workers itself.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+#: A worker's first lines: Ctrl-C reaches the whole process group, and the driver stops the
+#: workers itself, so a worker ignores SIGINT from its first instruction on.
+_BOOT = ("import signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+         "from envhub.runtime._processes import _worker_main; _worker_main(int(sys.argv[1]), int(sys.argv[2]))")
+
+
+def _worker_main(fd: int, parent: int) -> None:
+    """A worker process, talking to its driver over the connection ``fd``: receive
+    ``sys.path``, then the source, the plan and the jobs; load; play the jobs, sending each
+    record, then ``("done",)``; or ``("error", message, hint)``."""
+    from multiprocessing.connection import Connection
+
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    conn = Connection(fd)
+    sys.path[:] = conn.recv()
     try:
+        source, settings, jobs = conn.recv()
         asyncio.run(_play(source, settings, jobs, conn))
     except BaseException as e:  # reported to the driver, which names this worker
         message, hint = (e.message, e.hint) if isinstance(e, EnvhubError) else (f"{type(e).__name__}: {e}", None)
