@@ -293,3 +293,16 @@ def test_a_script_without_a_main_guard(tmp_path: Path) -> None:
     ran, reward = done.stdout.split()
     assert int(ran) > 2 and float(reward) == 1.0
     assert done.stdout.count("\n") == 1  # printed once: no worker ran the script again
+
+
+def test_an_id_from_a_registry_is_pulled_by_each_worker(tmp_path: Path, context: Context, envhub_cli) -> None:
+    registry = tmp_path / "registry"
+    pushed = envhub_cli("push", str(ARITH), "--registry", str(registry), "--json")
+    assert pushed.code == 0, pushed.err
+    ref = f"{json.loads(pushed.out)['name']}@{json.loads(pushed.out)['version']}"
+    local = envhub.evaluate(ref, "reference", split="dev", output=tmp_path / "local.jsonl", registry=str(registry),
+                            context=context)
+    processes = envhub.evaluate(ref, "reference", split="dev", output=tmp_path / "processes.jsonl",
+                                registry=str(registry), executor="processes", jobs=2, context=context)
+    assert processes.records[0].digest == local.records[0].digest is not None
+    assert _by_rollout(processes.records) == _by_rollout(local.records)
