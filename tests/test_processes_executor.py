@@ -306,3 +306,18 @@ def test_an_id_from_a_registry_is_pulled_by_each_worker(tmp_path: Path, context:
                                 registry=str(registry), executor="processes", jobs=2, context=context)
     assert processes.records[0].digest == local.records[0].digest is not None
     assert _by_rollout(processes.records) == _by_rollout(local.records)
+
+
+def test_a_served_environment_is_reached_by_each_worker(tmp_path: Path, context: Context) -> None:
+    from tests.serve_fixtures import start_server
+
+    server = start_server([str(ARITH)], tmp_path / "serve")
+    try:
+        [url] = server.urls
+        local = envhub.evaluate(url, "noop", split="dev", output=tmp_path / "local.jsonl", context=context)
+        processes = envhub.evaluate(url, "noop", split="dev", output=tmp_path / "processes.jsonl",
+                                    executor="processes", jobs=2, context=context)
+    finally:
+        server.stop()
+    assert processes.ran == local.ran > 2
+    assert _by_rollout(processes.records) == _by_rollout(local.records)
