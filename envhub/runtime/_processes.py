@@ -94,9 +94,11 @@ class ProcessExecutor(Executor):
                     theirs.close()  # the worker holds the only other end: its exit reads as end of file
                 workers.append(_Worker(index, process, ours))
             for worker in workers:  # sent once all are starting: they boot side by side
-                # sys.path first, so that what follows unpickles as it would here.
-                worker.conn.send(sys.path)
-                worker.conn.send((plan.source, settings, list(jobs[worker.index::count])))
+                try:  # sys.path first, so that what follows unpickles as it would here
+                    worker.conn.send(sys.path)
+                    worker.conn.send((plan.source, settings, list(jobs[worker.index::count])))
+                except OSError:  # it died while starting
+                    raise _died(worker) from None
             live = {w.conn: w for w in workers}
             while live:
                 ready = await asyncio.to_thread(_wait, list(live))
