@@ -594,3 +594,125 @@ def test_two_grpo_steps_with_the_environment_factory(grid: Environment, tmp_path
     for environment in trainer.environments:
         episode = environment._episode
         assert episode.turns == 2 and episode.ended_by == "policy" and len(episode.turn_rewards) == 2
+
+
+# --- rollout_output: token-faithful records as TRL's rollout_func returns them -----------------
+
+
+def _render(messages: list[dict[str, Any]]) -> list[int]:
+    """A chat template as vLLM applies it, one id per character: each message as <role>text|,
+    then the generation prompt; an assistant message renders as the model sampled it."""
+    return [ord(c) for c in "".join(f"<{m['role']}>{_text(m)}|" for m in messages) + "<assistant>"]
+
+
+def _text(message: dict[str, Any]) -> str:
+    calls = message.get("tool_calls")
+    if calls:
+        return "".join(f"call:{c['function']['name']}{c['function']['arguments']}" for c in calls)
+    return str(message.get("content") or "")
+
+
+def _vllm_script(sent: dict[tuple[str, int], dict[str, Any]]) -> Callable[[Any], Any]:
+    """Answer the calculator task as vLLM does with logprobs and return_token_ids: the prompt's
+    ids, the sampled ids (the turn's text and its end token), one log-prob per sampled id."""
+    from tests.openai_server import Reply
+    from tests.test_token_records import multiply_with_the_tool
+
+    def script(request: Any) -> Any:
+        message = multiply_with_the_tool(request)
+        turn = sum(1 for m in request.messages if m["role"] == "assistant")
+        prompt_ids = _render(request.messages)
+        completion_ids = [ord(c) for c in _text(message) + "|"]
+        logprobs = [-0.01 * (1 + (i + 7 * turn) % 50) for i in range(len(completion_ids))]
+        sent[(request.first_user_content, turn)] = {"prompt": prompt_ids, "ids": completion_ids, "logprobs": logprobs}
+        content = [{"token": chr(t), "logprob": lp, "bytes": [t], "top_logprobs": []}
+                   for t, lp in zip(completion_ids, logprobs, strict=True)]
+        return Reply(200, {
+            "id": "chatcmpl-1", "object": "chat.completion", "created": 1764160000, "model": request.model,
+            "choices": [{"index": 0, "message": {"role": "assistant", "reasoning": None, **message},
+                         "logprobs": {"content": content},
+                         "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
+                         "stop_reason": None, "token_ids": completion_ids}],
+            "usage": {"prompt_tokens": len(prompt_ids), "completion_tokens": len(completion_ids),
+                      "total_tokens": len(prompt_ids) + len(completion_ids)},
+            "prompt_logprobs": None, "prompt_token_ids": prompt_ids})
+
+    return script
+
+
+def _token_records(tmp_path: Path, openai_server: Any, *, record_tokens: bool = True) -> tuple[Path, list[Any]]:
+    from tests.runtime_fixtures import scaffold
+
+    out = tmp_path / "records.jsonl"
+    result = envhub.evaluate(scaffold(tmp_path, protocol="tool-use"), "openai:m", split="train", n=3, concurrency=2,
+                             base_url=openai_server.base_url, record_tokens=record_tokens, output=out,
+                             trust_code=True)
+    assert (result.summary.mean_reward, result.failed) == (1.0, 0)
+    return out, envhub.runtime.read_records(out)
+
+
+def test_rollout_output_lays_out_each_episode_as_trl_rollout_func_returns_it(tmp_path: Path,
+                                                                             openai_server: Any) -> None:
+    sent: dict[tuple[str, int], dict[str, Any]] = {}
+    openai_server.script = _vllm_script(sent)
+    path, records = _token_records(tmp_path, openai_server)
+    output = envhub_trl.rollout_output(records)
+    assert set(output) == {"prompt_ids", "completion_ids", "logprobs", "env_mask", "task_id", "split",
+                           "envhub_reward"}
+    assert all(len(values) == 3 for values in output.values())
+    for i, record in enumerate(records):
+        user = next(m["content"] for m in record.messages if m["role"] == "user")
+        first, second = sent[(user, 0)], sent[(user, 1)]
+        ids, mask, logprobs = output["completion_ids"][i], output["env_mask"][i], output["logprobs"][i]
+        assert output["prompt_ids"][i] == first["prompt"]
+        # The model's call, the tool's result as the template renders it, the model's answer.
+        text = "".join(map(chr, ids))
+        call, answer = "".join(map(chr, first["ids"])), "".join(map(chr, second["ids"]))
+        result = next(m["content"] for m in record.messages if m["role"] == "tool")
+        assert text == f"{call}<tool>{result}|<assistant>{answer}"
+        assert len(ids) == len(mask) == len(logprobs)
+        model = [t for t, m in zip(ids, mask, strict=True) if m == 1]
+        assert model == first["ids"] + second["ids"]
+        assert "".join(chr(t) for t, m in zip(ids, mask, strict=True) if m == 0) == f"<tool>{result}|<assistant>"
+        assert [lp for lp, m in zip(logprobs, mask, strict=True) if m == 1] == first["logprobs"] + second["logprobs"]
+        assert all(lp == 0.0 for lp, m in zip(logprobs, mask, strict=True) if m == 0)
+        # The whole sequence is what the server saw last, then its final answer.
+        assert output["prompt_ids"][i] + ids == second["prompt"] + second["ids"]
+        assert (output["task_id"][i], output["split"][i], output["envhub_reward"][i]) == \
+            (record.task_id, "train", 1.0)
+    assert envhub_trl.rollout_output(path) == output  # a records file reads the same
+    assert envhub_trl.rollout_output(str(path)) == output
+
+
+def test_rollout_output_refuses_records_without_tokens_naming_the_fix(tmp_path: Path, openai_server: Any) -> None:
+    sent: dict[tuple[str, int], dict[str, Any]] = {}
+    openai_server.script = _vllm_script(sent)
+    path, records = _token_records(tmp_path, openai_server, record_tokens=False)
+    assert records and all(r.turns_tokens is None for r in records)
+    with pytest.raises(UsageError, match=r"records\.jsonl, record 1 \(task .*\) has no token data.*--record-tokens"):
+        envhub_trl.rollout_output(path)
+    with pytest.raises(UsageError, match="no rollout records"):
+        envhub_trl.rollout_output(tmp_path / "missing.jsonl")
+
+
+def test_rollout_output_refuses_what_is_not_one_token_sequence(tmp_path: Path, openai_server: Any) -> None:
+    sent: dict[tuple[str, int], dict[str, Any]] = {}
+    openai_server.script = _vllm_script(sent)
+    _, records = _token_records(tmp_path, openai_server)
+    record = records[0]
+    first, second = record.turns_tokens
+
+    def with_turns(*turns: Any) -> Any:
+        return record.model_copy(update={"turns_tokens": list(turns)})
+
+    envhub_trl.rollout_output([with_turns(first, second)])  # the control: as recorded, it converts
+    # The template re-rendered the history: the second prompt no longer starts with the first turn.
+    rerendered = second.model_copy(update={"prompt_token_ids": [9, *second.prompt_token_ids]})
+    with pytest.raises(UsageError, match="turn 2: its prompt does not start with the previous turn's prompt"):
+        envhub_trl.rollout_output([with_turns(first, rerendered)])
+    short = first.model_copy(update={"logprobs": first.logprobs[:-1]})
+    with pytest.raises(UsageError, match=r"turn 1: \d+ completion token ids but \d+ log-probs"):
+        envhub_trl.rollout_output([with_turns(short, second)])
+    no_logprobs = second.model_copy(update={"logprobs": None})
+    with pytest.raises(UsageError, match="turn 2: the server sent no logprobs; run with --record-tokens"):
+        envhub_trl.rollout_output([with_turns(first, no_logprobs)])

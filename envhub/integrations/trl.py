@@ -43,21 +43,24 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import random
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from inspect import Parameter, Signature
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Union
 
 from envhub.errors import UsageError
-from envhub.runtime import Environment
+from envhub.runtime import Environment, RolloutRecord, read_records
 
 if TYPE_CHECKING:
     from datasets import Dataset  # type: ignore[import-untyped]
 
     from envhub.runtime import EnvironmentProtocol, EpisodeProtocol, Score, Task
 
-__all__ = ["TASK_ID", "SPLIT", "EnvhubEnvironment", "environment_factory", "reward_funcs", "train_dataset"]
+__all__ = ["TASK_ID", "SPLIT", "EnvhubEnvironment", "environment_factory", "reward_funcs", "rollout_output",
+           "train_dataset"]
 
 #: The dataset's column holding each row's task id (TRL passes it to reward functions and reset()).
 TASK_ID = "task_id"
@@ -449,14 +452,102 @@ def _final_answer(completion: Any) -> Any:
     return ""
 
 
-# -- token-faithful rollouts (the seam) -------------------------------------------------
+# -- token-faithful rollouts: TRL's rollout_func ----------------------------------------
 #
 # With an environment_factory, TRL generates every token itself (GRPOTrainer._generate,
 # _tool_call_loop) and keeps its own ids and log-probs: nothing to pass through. The other
-# route, TRL's ``rollout_func`` (grpo_trainer.py, RolloutFunc; GRPOTrainer._generate), hands
-# generation to the caller and takes back {"prompt_ids", "completion_ids", "logprobs"} (plus
-# "env_mask" and any extra per-completion fields, which reach the reward functions). envhub
-# rollout records that keep each assistant turn's token ids and log-probs (spec/rollout-record.md)
-# map onto it turn by turn: completion_ids = the turns' ids with the tool results' ids between
-# them, env_mask = 1 on the model's tokens and 0 on the tool results'. A rollout_func built on
-# envhub's runner goes here, reading those record fields, once they are settled.
+# route, ``GRPOTrainer(rollout_func=...)``, hands generation to the caller. Its contract, from
+# huggingface/trl trl/trainer/grpo_trainer.py at commit f2cd577: ``RolloutFunc =
+# Callable[[list[str], GRPOTrainer], dict[str, Any]]``; ``GRPOTrainer._generate`` requires the
+# keys "prompt_ids", "completion_ids" and "logprobs" (one list per completion; the log-probs one
+# per completion token), pops "env_mask" (one 0/1 per completion token: 1 the model's, 0 the
+# environment's; it becomes ``tool_mask``, multiplied into the loss mask), and
+# ``_generate_and_score_completions`` hands every other key to the reward functions, entry i to
+# completion i. Its own tool loop lays a multi-turn completion out the same way: the model's
+# tokens, then the tool result's tokens (mask 0, log-prob 0.0), then the model's again.
+
+
+def rollout_output(records: Iterable[RolloutRecord] | str | os.PathLike[str]) -> dict[str, list[Any]]:
+    """What a TRL ``rollout_func`` returns, made from envhub rollout records kept with
+    ``--record-tokens`` (``envhub eval --record-tokens``, ``envhub.evaluate(...,
+    record_tokens=True)``): one completion per record, in order.
+
+    - ``prompt_ids``: the first turn's prompt as the server tokenised it;
+    - ``completion_ids``: every turn's sampled ids, with the environment's tokens between them
+      (each later turn's prompt past the previous prompt and completion: the tool results,
+      the chat template's tokens around them);
+    - ``logprobs``: the sampled tokens' log-probs, 0.0 on the environment's tokens;
+    - ``env_mask``: 1 on the model's tokens, 0 on the environment's;
+    - ``task_id``, ``split`` and ``envhub_reward`` (the record's reward), which TRL passes
+      on to the reward functions.
+
+    ``records`` is a list of :class:`~envhub.runtime.RolloutRecord` or a records file
+    (JSONL). Raises :class:`~envhub.errors.UsageError` naming the record for one without token
+    data (re-run with ``--record-tokens`` against a server that returns them, as vLLM and
+    SGLang do), with a field the server did not send, with log-probs that do not match its
+    ids, and for a turn whose prompt does not carry on the previous turn's prompt and
+    completion (the chat template re-rendered the history, e.g. dropped reasoning: the
+    episode is not one token sequence).
+    """
+    where = "the records"
+    if isinstance(records, (str, os.PathLike)):
+        where = str(records)
+        records = read_records(Path(records))
+    out: dict[str, list[Any]] = {"prompt_ids": [], "completion_ids": [], "logprobs": [], "env_mask": [],
+                                 TASK_ID: [], SPLIT: [], "envhub_reward": []}
+    for index, record in enumerate(records):
+        prompt, completion, logprobs, mask = _sequence(record, f"{where}, record {index + 1} "
+                                                               f"(task {record.task_id!r}, rollout {record.rollout})")
+        out["prompt_ids"].append(prompt)
+        out["completion_ids"].append(completion)
+        out["logprobs"].append(logprobs)
+        out["env_mask"].append(mask)
+        out[TASK_ID].append(record.task_id)
+        out[SPLIT].append(record.split)
+        out["envhub_reward"].append(record.reward)
+    if not out["prompt_ids"]:
+        raise UsageError(f"{where}: no rollout records; a rollout_func returns one completion per prompt "
+                         "and generation")
+    return out
+
+
+def _sequence(record: RolloutRecord, who: str) -> tuple[list[int], list[int], list[float], list[int]]:
+    turns = record.turns_tokens
+    if not turns:
+        raise UsageError(f"{who} has no token data (turns_tokens): run the evaluation with --record-tokens "
+                         "(envhub.evaluate(..., record_tokens=True)) against an endpoint that returns token ids "
+                         "and log-probs (vLLM, SGLang)")
+    first_prompt: list[int] = []
+    context: list[int] = []  # the conversation's tokens so far: the last prompt and its completion
+    completion: list[int] = []
+    logprobs: list[float] = []
+    mask: list[int] = []
+    for number, turn in enumerate(turns, 1):
+        missing = [name for name in ("prompt_token_ids", "completion_token_ids", "logprobs")
+                   if getattr(turn, name) is None]
+        if missing:
+            raise UsageError(f"{who}, turn {number}: the server sent no {' and no '.join(missing)}; run with "
+                             "--record-tokens against an endpoint that returns them (vLLM, SGLang), not one "
+                             "that ignores the request")
+        prompt, ids, lps = turn.prompt_token_ids, turn.completion_token_ids, turn.logprobs
+        assert prompt is not None and ids is not None and lps is not None
+        if len(lps) != len(ids):
+            raise UsageError(f"{who}, turn {number}: {len(ids)} completion token ids but {len(lps)} log-probs; "
+                             "one log-prob per sampled token expected")
+        if number == 1:
+            first_prompt = list(prompt)
+        else:
+            if prompt[:len(context)] != context:
+                raise UsageError(f"{who}, turn {number}: its prompt does not start with the previous turn's prompt "
+                                 "and completion (the chat template re-renders the conversation, e.g. drops "
+                                 "reasoning or re-spaces tool calls), so the episode is not one token sequence "
+                                 "TRL can train on")
+            between = prompt[len(context):]
+            completion += between
+            logprobs += [0.0] * len(between)
+            mask += [0] * len(between)
+        completion += ids
+        logprobs += lps
+        mask += [1] * len(ids)
+        context = [*prompt, *ids]
+    return first_prompt, completion, logprobs, mask
