@@ -706,6 +706,10 @@ def test_rollout_output_refuses_what_is_not_one_token_sequence(tmp_path: Path, o
         return record.model_copy(update={"turns_tokens": list(turns)})
 
     envhub_trl.rollout_output([with_turns(first, second)])  # the control: as recorded, it converts
+    error = envhub.runtime.RolloutError(kind="policy", type="PolicyError", message="503 from the endpoint")
+    failed = record.model_copy(update={"turns_tokens": [], "error": error})
+    with pytest.raises(UsageError, match=r"failed before the policy sampled a turn \(PolicyError: 503"):
+        envhub_trl.rollout_output([failed])
     # The template re-rendered the history: the second prompt no longer starts with the first turn.
     rerendered = second.model_copy(update={"prompt_token_ids": [9, *second.prompt_token_ids]})
     with pytest.raises(UsageError, match="turn 2: its prompt does not start with the previous turn's prompt"):

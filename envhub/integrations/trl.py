@@ -513,6 +513,9 @@ def rollout_output(records: Iterable[RolloutRecord] | str | os.PathLike[str]) ->
 
 def _sequence(record: RolloutRecord, who: str) -> tuple[list[int], list[int], list[float], list[int]]:
     turns = record.turns_tokens
+    if not turns and turns is not None and record.error is not None:
+        raise UsageError(f"{who} failed before the policy sampled a turn ({record.error}): leave failed rollouts "
+                         "out of the batch (record.error is set)")
     if not turns:
         raise UsageError(f"{who} has no token data (turns_tokens): run the evaluation with --record-tokens "
                          "(envhub.evaluate(..., record_tokens=True)) against an endpoint that returns token ids "
