@@ -141,6 +141,16 @@ def _wait(conns: list[Connection]) -> list[Any]:
 
 
 def _died(worker: _Worker) -> WorkerError:
+    """Why ``worker`` is gone: the error it sent before it exited, if one is still in its pipe
+    (a worker that fails to load sends it and exits, and its pipe may break under a send
+    before the driver reads it), else how it ended."""
+    try:
+        while worker.conn.poll():
+            message = worker.conn.recv()
+            if message[0] == "error":
+                return WorkerError(f"{worker.describe()} failed: {message[1]}", hint=message[2])
+    except (EOFError, OSError, pickle.UnpicklingError):
+        pass
     try:
         code: int | None = worker.process.wait(timeout=5)
     except subprocess.TimeoutExpired:
