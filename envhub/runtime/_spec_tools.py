@@ -24,7 +24,6 @@ environment's.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 import re
@@ -33,7 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from envhub.runtime._tools import ToolCallResult, _error, _is_params, _is_state, raised, read_only, tool_result
+from envhub.runtime._tools import FunctionCalls, ToolCallResult, _error, _is_params, _is_state, read_only
 
 if TYPE_CHECKING:
     from envhub.manifest import SpecTool as SpecToolEntry
@@ -49,7 +48,7 @@ _ERRORS_SHOWN = 5
 _NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 
-class SpecTool:
+class SpecTool(FunctionCalls):
     """A tool declared by a JSON-Schema spec and run by a handler: the interface of
     :class:`~envhub.runtime._tools.Tool` (``name``, ``spec``, ``call``, ``acall``,
     ``takes_state``). Make one with :func:`make_spec_tool`."""
@@ -133,30 +132,6 @@ class SpecTool:
         if self.params_parameter is not None:
             kwargs[self.params_parameter] = self.params
         return call_id, kwargs
-
-    def call(self, call: Mapping[str, Any], state: Any = None) -> ToolCallResult:
-        """Run one OpenAI tool call; never raises for the model's mistakes or the handler's errors."""
-        bound = self._bind(call, state)
-        if isinstance(bound, ToolCallResult):
-            return bound
-        call_id, kwargs = bound
-        try:
-            value = asyncio.run(self.fn(**kwargs)) if self.is_async else self.fn(**kwargs)
-        except Exception as e:
-            return raised(call_id, self.name, e)
-        return tool_result(call_id, self.name, value)
-
-    async def acall(self, call: Mapping[str, Any], state: Any = None) -> ToolCallResult:
-        """:meth:`call` for the event loop: an async handler is awaited, a sync one runs in a thread."""
-        bound = self._bind(call, state)
-        if isinstance(bound, ToolCallResult):
-            return bound
-        call_id, kwargs = bound
-        try:
-            value = await self.fn(**kwargs) if self.is_async else await asyncio.to_thread(self.fn, **kwargs)
-        except Exception as e:
-            return raised(call_id, self.name, e)
-        return tool_result(call_id, self.name, value)
 
     def __repr__(self) -> str:
         return f"<SpecTool {self.name} from {self.source}>"

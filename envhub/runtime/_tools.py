@@ -39,6 +39,7 @@ the bundle's code failing inside it), so a summary can count them apart.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import re
@@ -161,7 +162,48 @@ class ToolLike(Protocol):
     async def acall(self, call: Mapping[str, Any], state: Any = None) -> ToolCallResult: ...
 
 
-class Tool:
+class FunctionCalls:
+    """``call`` and ``acall`` of a tool that binds a call to a Python function's keywords
+    (:class:`Tool`, from a signature; :class:`~envhub.runtime.SpecTool`, from a JSON-Schema
+    spec): the subclass validates and binds (``_bind``); running the function, and turning its
+    value or exception into the answer, is the same for both."""
+
+    name: str
+    fn: Callable[..., Any]
+    is_async: bool
+
+    def _bind(self, call: Mapping[str, Any], state: Any) -> tuple[str, dict[str, Any]] | ToolCallResult:
+        """(call id, keyword arguments) for the function, or the error answer for a bad call."""
+        raise NotImplementedError
+
+    def call(self, call: Mapping[str, Any], state: Any = None) -> ToolCallResult:
+        """Run one OpenAI tool call; never raises for the model's mistakes or the tool's errors
+        (an ``async def`` function is run to completion)."""
+        bound = self._bind(call, state)
+        if isinstance(bound, ToolCallResult):
+            return bound
+        call_id, kwargs = bound
+        try:
+            value = asyncio.run(self.fn(**kwargs)) if self.is_async else self.fn(**kwargs)
+        except Exception as e:
+            return raised(call_id, self.name, e)
+        return tool_result(call_id, self.name, value)
+
+    async def acall(self, call: Mapping[str, Any], state: Any = None) -> ToolCallResult:
+        """:meth:`call` for the event loop: an ``async def`` function is awaited, a plain one
+        runs in a worker thread."""
+        bound = self._bind(call, state)
+        if isinstance(bound, ToolCallResult):
+            return bound
+        call_id, kwargs = bound
+        try:
+            value = await self.fn(**kwargs) if self.is_async else await asyncio.to_thread(self.fn, **kwargs)
+        except Exception as e:
+            return raised(call_id, self.name, e)
+        return tool_result(call_id, self.name, value)
+
+
+class Tool(FunctionCalls):
     """A function offered to the model; :meth:`call` runs one tool call against it."""
 
     def __init__(self, fn: Callable[..., Any], *, source: str = "", params: Mapping[str, Any] | None = None) -> None:
@@ -251,9 +293,6 @@ class Tool:
             return call_id, f"Error: invalid arguments for {self.name}: {details}"
         return call_id, {name: getattr(validated, name) for name in type(validated).model_fields}
 
-    def _result(self, call_id: str, value: Any) -> ToolCallResult:
-        return tool_result(call_id, self.name, value)
-
     def _bind(self, call: Mapping[str, Any], state: Any) -> tuple[str, dict[str, Any]] | ToolCallResult:
         """(call id, keyword arguments, state included), or the error answer for a bad call."""
         call_id, prepared = self._prepare(call)
@@ -264,40 +303,6 @@ class Tool:
         if self.params_parameter is not None:
             prepared[self.params_parameter] = self.params
         return call_id, prepared
-
-    def call(self, call: Mapping[str, Any], state: Any = None) -> ToolCallResult:
-        """Run one OpenAI tool call; never raises for the model's mistakes or the tool's errors."""
-        bound = self._bind(call, state)
-        if isinstance(bound, ToolCallResult):
-            return bound
-        call_id, kwargs = bound
-        try:
-            if self.is_async:
-                import asyncio
-
-                value = asyncio.run(self.fn(**kwargs))
-            else:
-                value = self.fn(**kwargs)
-        except Exception as e:
-            return raised(call_id, self.name, e)
-        return self._result(call_id, value)
-
-    async def acall(self, call: Mapping[str, Any], state: Any = None) -> ToolCallResult:
-        """:meth:`call` for the event loop: async tools are awaited, others run in a thread."""
-        bound = self._bind(call, state)
-        if isinstance(bound, ToolCallResult):
-            return bound
-        call_id, kwargs = bound
-        try:
-            if self.is_async:
-                value = await self.fn(**kwargs)
-            else:
-                import asyncio
-
-                value = await asyncio.to_thread(self.fn, **kwargs)
-        except Exception as e:
-            return raised(call_id, self.name, e)
-        return self._result(call_id, value)
 
 
 class ToolError(Exception):
