@@ -223,8 +223,10 @@ def test_ctrl_c_stops_the_workers(tmp_path: Path, pid_policy: tuple[str, Path]) 
 def test_a_worker_that_fails_to_load_is_named(tmp_path: Path, context: Context) -> None:
     # The policy loads in the driver but raises in a worker process.
     path = tmp_path / "fussy.py"
-    path.write_text("import sys\n"
-                    "if sys.argv[0] == '-c':  # python -c: a worker process\n"
+    # Any process but this one (the driver) is a worker. (Not "sys.argv[0] == '-c'": pytest-xdist
+    # runs the tests themselves in python -c processes.)
+    path.write_text("import os\n"
+                    f"if os.getpid() != {os.getpid()}:  # a worker process\n"
                     "    raise ImportError('not in a worker')\n"
                     "def act(messages):\n    return '1'\n")
     with pytest.raises(WorkerError) as exc:
