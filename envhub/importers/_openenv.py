@@ -21,10 +21,8 @@ from __future__ import annotations
 
 import ast
 import json
-import os
 import re
 import shutil
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +32,7 @@ from envhub.canary import new_canary
 from envhub.errors import UsageError
 from envhub.ids import parse_name
 from envhub.importers._options import choice, integer
+from envhub.importers._staging import check_destination, write_staged
 from envhub.importers._terminal_bench import ImportSourceError
 from envhub.problems import Problem
 
@@ -114,28 +113,16 @@ def import_openenv(source: Path, out: Path, *, name: str | None = None, split: s
     """
     source, out = Path(source), Path(out)
     env_name = str(parse_name(name or f"imported/{_slug(source.resolve().name)}"))
-    if not re.fullmatch(r"[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?", split):
-        raise UsageError(f"split name {split!r} is not a slug", hint="use lower-case letters, digits and '-'")
     if reward not in ("sum", "last"):
         raise UsageError(f"reward {reward!r} is not sum or last", hint="use reward=sum or reward=last")
     if not source.is_dir():
         raise UsageError(f"{source} is not a directory", hint="give the OpenEnv environment's package directory "
                          "(the one with openenv.yaml, models.py and server/)")
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise UsageError(f"{out} already exists and is not empty", hint="choose a new directory, or empty this one")
+    check_destination(split, out)
     found = _read_source(source)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        report = _write_bundle(staging, found, source=source, out=out, name=env_name, split=split, seeds=seeds,
-                               reward=reward, max_turns=max_turns)
-        if out.exists():
-            out.rmdir()
-        os.replace(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return report
+    return write_staged(out, lambda staging: _write_bundle(staging, found, source=source, out=out, name=env_name,
+                                                           split=split, seeds=seeds, reward=reward,
+                                                           max_turns=max_turns))
 
 
 # --------------------------------------------------------------------------- reading

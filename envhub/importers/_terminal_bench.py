@@ -24,7 +24,6 @@ import os
 import re
 import shlex
 import shutil
-import tempfile
 import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -36,6 +35,7 @@ import yaml
 from envhub.canary import new_canary
 from envhub.errors import EnvhubError, UsageError
 from envhub.ids import parse_name
+from envhub.importers._staging import check_destination, write_staged
 from envhub.problems import Problem
 
 __all__ = ["ImportReport", "ImportSourceError", "TaskImport", "import_terminal_bench"]
@@ -147,12 +147,9 @@ def import_terminal_bench(source: Path, out: Path, *, name: str | None = None, s
     """
     source, out = Path(source), Path(out)
     env_name = str(parse_name(name or f"imported/{_slug(source.resolve().name)}"))
-    if not re.fullmatch(r"[a-z0-9](?:[a-z0-9-]{0,62}[a-z0-9])?", split):
-        raise UsageError(f"split name {split!r} is not a slug", hint="use lower-case letters, digits and '-'")
+    check_destination(split, out)
     if not source.is_dir():
         raise UsageError(f"{source} is not a directory", hint="give a task directory or a directory of them")
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise UsageError(f"{out} already exists and is not empty", hint="choose a new directory, or empty this one")
     task_dirs = [source] if _layout(source) else sorted(
         d for d in source.iterdir() if d.is_dir() and not d.name.startswith(".") and _layout(d))
     if not task_dirs:
@@ -169,17 +166,7 @@ def import_terminal_bench(source: Path, out: Path, *, name: str | None = None, s
     if problems:
         raise ImportSourceError(f"cannot import {source}: {len(problems)} problem(s)", problems)
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        report = _write_bundle(staging, tasks, env_name, split, network, source, out)
-        if out.exists():
-            out.rmdir()
-        os.replace(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    return report
+    return write_staged(out, lambda staging: _write_bundle(staging, tasks, env_name, split, network, source, out))
 
 
 # --------------------------------------------------------------------------- reading
