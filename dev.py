@@ -38,14 +38,22 @@ LOCKS = ROOT / "requirements"
 #: The uv that installs the locks; requirements/uv.txt pins it with hashes.
 UV_VERSION = "0.13.9"
 #: This repository's distributions, installed editable on top of a lock: envhub itself, the
-#: registry service, and the first-party reasoning-gym plugin.
-EDITABLE = [".", "./registry", "./plugins/envhub-reasoning-gym"]
+#: registry service, and the first-party reasoning-gym plugin; the dev set adds the Ray
+#: executor plugin (Ray is large, and the demo does not use it).
+EDITABLE = {
+    "demo": [".", "./registry", "./plugins/envhub-reasoning-gym"],
+    "dev": [".", "./registry", "./plugins/envhub-reasoning-gym", "./plugins/envhub-ray"],
+}
 #: What each lock is compiled from. ``demo`` is what the demo runs on (the three
 #: distributions' runtime dependencies); ``dev`` adds the ``dev`` extra (tests, linters).
 LOCK_INPUTS = {
-    "dev": ["-e .[dev]", "-e ./registry", "-e ./plugins/envhub-reasoning-gym"],
+    "dev": ["-e .[dev]", "-e ./registry", "-e ./plugins/envhub-reasoning-gym", "-e ./plugins/envhub-ray"],
     "demo": ["-e .[mcp]", "-e ./registry", "-e ./plugins/envhub-reasoning-gym"],
 }
+#: Pins a dependency's own metadata gets wrong, overridden when locking (uv's --override):
+#: verifiers (in the dev set, for its importer's tests) pins mcp to 2.0/2.2 exactly, and
+#: envhub needs the 2.3 client API; verifiers' own code imports and runs on mcp 2.3.
+OVERRIDES = LOCKS / "overrides.txt"
 #: The sets a set-up of each kind leaves installed (the dev lock holds the demo's packages too).
 COVERS = {"dev": ["demo", "dev"], "demo": ["demo"]}
 
@@ -100,7 +108,7 @@ def _fingerprint() -> str:
     sources = [p for p in ROOT.glob("**/pyproject.toml") if ".venv" not in p.parts and ".envhub-dev" not in p.parts]
     for path in sorted([*sources, *LOCKS.glob("*.txt")]):
         digest.update(path.relative_to(ROOT).as_posix().encode() + b"\0" + path.read_bytes())
-    digest.update("\0".join([*EDITABLE, UV_VERSION]).encode())
+    digest.update("\0".join([*EDITABLE["dev"], UV_VERSION]).encode())
     return digest.hexdigest()
 
 
@@ -193,7 +201,7 @@ def setup(kind: str = "demo") -> None:
         return
     python = _bin() / "python"
     lock = (LOCKS / f"{kind}.txt").relative_to(ROOT)
-    editable = [a for spec in EDITABLE for a in ("-e", spec)]
+    editable = [a for spec in EDITABLE[kind] for a in ("-e", spec)]
     uv = _install_uv()
     if uv is not None:
         env = _uv_env()
@@ -232,8 +240,8 @@ def lock() -> None:
     if uv is None:
         sys.exit(1)
     LOCKS.mkdir(exist_ok=True)
-    local = ["envhub-rl", "envhub-registry", "envhub-reasoning-gym"]
-    common = ["pip", "compile", "-", "--universal", "--python-version", ".".join(map(str, REQUIRED_PYTHON)),
+    local = ["envhub-rl", "envhub-registry", "envhub-reasoning-gym", "envhub-ray"]
+    common = ["pip", "compile", "-", "--universal", "--override", str(OVERRIDES.relative_to(ROOT)), "--python-version", ".".join(map(str, REQUIRED_PYTHON)),
               "--generate-hashes", "--no-config", "--custom-compile-command", "python3 dev.py lock",
               *(a for name in local for a in ("--no-emit-package", name)), *sys.argv[2:]]
     env = _uv_env()

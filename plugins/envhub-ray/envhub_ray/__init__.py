@@ -1,0 +1,1 @@
+"""envhub-ray: the Ray executor (being written)."""
