@@ -16,7 +16,7 @@ from packaging.utils import canonicalize_name
 from tests import conftest
 
 ROOT = Path(__file__).resolve().parent.parent
-LOCAL = {"envhub-rl", "envhub-registry", "envhub-reasoning-gym"}
+LOCAL = {"envhub-rl", "envhub-registry", "envhub-reasoning-gym", "envhub-ray"}
 
 
 @pytest.fixture(scope="module")
@@ -112,14 +112,18 @@ def _requirements(pyproject: Path, extras: tuple[str, ...] = ()) -> set[str]:
 
 _PYPROJECTS = [ROOT / "pyproject.toml", ROOT / "registry" / "pyproject.toml",
                ROOT / "plugins" / "envhub-reasoning-gym" / "pyproject.toml"]
+#: In the dev set only: the Ray executor plugin (the demo does not install it).
+_DEV_ONLY = [ROOT / "plugins" / "envhub-ray" / "pyproject.toml"]
 
 
 @pytest.mark.parametrize(("lock", "extras"), [("demo.txt", ()), ("dev.txt", ("dev",))], ids=["demo", "dev"])
 def test_lock_pins_every_dependency(lock: str, extras: tuple[str, ...]) -> None:
-    """Every dependency of the three distributions (and of the dev extra, for the dev lock)
-    is pinned to an exact version, with hashes, and none of this repository's own is."""
+    """Every dependency of the three distributions (and of the dev extra and the dev-only
+    plugins, for the dev lock) is pinned to an exact version, with hashes, and none of this
+    repository's own is."""
     pins = _pins(lock)
-    wanted = set().union(*(_requirements(p, extras if p == _PYPROJECTS[0] else ()) for p in _PYPROJECTS))
+    pyprojects = _PYPROJECTS + (_DEV_ONLY if extras else [])
+    wanted = set().union(*(_requirements(p, extras if p == _PYPROJECTS[0] else ()) for p in pyprojects))
     assert sorted(wanted - pins.keys()) == []
     assert sorted(LOCAL & pins.keys()) == []
     text = (ROOT / "requirements" / lock).read_text()
