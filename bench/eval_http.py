@@ -36,10 +36,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # for tests.openai_server
 
 import envhub  # noqa: E402
-from envhub.runtime._chat import ChatClient  # noqa: E402
-from envhub.runtime._eval import EvalRun, plan_jobs  # noqa: E402
-from envhub.runtime._runner import RolloutPlan  # noqa: E402
-from envhub.runtime.policies import make_policy  # noqa: E402
+from envhub.runtime import ChatClient, Evaluation, LocalExecutor  # noqa: E402
+from envhub.runtime.policies import OpenAIPolicy  # noqa: E402
 from envhub.scaffold import create_bundle  # noqa: E402
 
 
@@ -57,14 +55,17 @@ def bundle(root: Path, n: int) -> Path:
 async def baseline(env: envhub.Environment, base_url: str, concurrency: int) -> tuple[float, float]:
     tasks = list(env.tasks("train"))
     client = ChatClient(base_url, max_connections=concurrency, max_retries=0)
-    system = env._initial_messages(tasks[0])[0]
+    # The conversation envhub opens with (a system prompt, then the task's prompt), built once.
+    opening = list(env.episode(tasks[0]).reset().messages)
+    assert opening[-1]["content"] == tasks[0]["prompt"], opening
+    prefix = opening[:-1]
     pending = iter(tasks)
     correct = 0
 
     async def worker() -> None:
         nonlocal correct
         for task in pending:
-            messages = [system, {"role": "user", "content": task["prompt"]}]
+            messages = [*prefix, {"role": "user", "content": task["prompt"]}]
             result = await client.complete(model="bench", messages=messages)
             correct += result.message.get("content") == task["answer"]
 
@@ -79,17 +80,15 @@ async def baseline(env: envhub.Environment, base_url: str, concurrency: int) -> 
 async def through_envhub(env: envhub.Environment, base_url: str, concurrency: int,
                         out: Path) -> tuple[float, float]:
     out.unlink(missing_ok=True)
-    policy = make_policy("openai:bench", base_url=base_url, max_retries=0, max_connections=concurrency)
-    plan = RolloutPlan(env, policy, concurrency=concurrency,
-                       provenance={**env.provenance(), "policy": policy.name, "split": "train"})
-    run = EvalRun(plan, plan_jobs(env.tasks("train"), 1, None), out)
-    todo = run.prepare()
+    policy = OpenAIPolicy("bench", ChatClient(base_url, max_retries=0, max_connections=concurrency))
+    evaluation = Evaluation.prepare(env, policy, split="train", concurrency=concurrency, output=out,
+                                    executor=LocalExecutor(), close_policy=True)
     start, cpu = time.perf_counter(), time.process_time()
-    done = await run.run(todo)
+    result = await evaluation.run()
     elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
-    await policy.aclose()
+    done = result.ran
     rewards = [json.loads(line)["reward"] for line in out.read_text().splitlines()]
-    assert done == len(todo) and sum(rewards) == len(todo), "envhub: not every rollout scored 1"
+    assert done == len(rewards) == sum(rewards), "envhub: not every rollout scored 1"
     return done / elapsed, cpu / done * 10_000
 
 
