@@ -312,6 +312,9 @@ IMPORTERS = (
                  options={**_NAME_OPTIONS, "seeds": "how many tasks (reset seeds 0, 1, ...) [default: 10]",
                           "reward": "the final reward: sum (of the step rewards) or last [default: sum]",
                           "max-turns": "the episode's turn limit [default: 20]"}),
+    ImporterKind("inspect", "envhub.importers:run_inspect",
+                 description="an inspect_ai task (file.py@task): its samples as tasks, its built-in scorer as the verifier",
+                 options={**_NAME_OPTIONS, "judge-model": "the pinned judge of a model-graded scorer that names none"}),
 )
 
 
