@@ -9,9 +9,13 @@ Each importer is registered through the ``envhub_importers`` plugin hook (an
   ``workspace-tests``, reporting per task what it could not carry over;
 - ``openenv``: :func:`import_openenv` reads an OpenEnv environment package and writes a bundle
   that runs its ``Environment`` class in the episode (state kind ``python``, one ``step``
-  tool, a ``python`` verifier over the step rewards).
+  tool, a ``python`` verifier over the step rewards);
+- ``inspect``: :func:`import_inspect` reads an inspect_ai task (``file.py@task``) and writes
+  its samples as tasks with a verifier that gives inspect's own scorer's verdict (or
+  ``llm-judge`` for its model-graded scorers).
 """
 
+from envhub.importers._inspect import InspectImport, import_inspect, run_inspect
 from envhub.importers._openenv import OpenEnvImport, import_openenv, run_openenv
 from envhub.importers._terminal_bench import (
     ImportReport,
@@ -21,5 +25,5 @@ from envhub.importers._terminal_bench import (
     run_terminal_bench,
 )
 
-__all__ = ["ImportReport", "ImportSourceError", "OpenEnvImport", "TaskImport", "import_openenv",
-           "import_terminal_bench", "run_openenv", "run_terminal_bench"]
+__all__ = ["ImportReport", "ImportSourceError", "InspectImport", "OpenEnvImport", "TaskImport", "import_inspect",
+           "import_openenv", "import_terminal_bench", "run_inspect", "run_openenv", "run_terminal_bench"]
