@@ -313,7 +313,7 @@ IMPORTERS = (
                           "reward": "the final reward: sum (of the step rewards) or last [default: sum]",
                           "max-turns": "the episode's turn limit [default: 20]"}),
     ImporterKind("inspect", "envhub.importers:run_inspect",
-                 description="an inspect_ai task (file.py@task): its samples as tasks, its built-in scorer as the verifier",
+                 description="an inspect_ai task (file.py@task): samples as tasks, its built-in scorer as the verifier",
                  options={**_NAME_OPTIONS, "judge-model": "the pinned judge of a model-graded scorer that names none"}),
 )
 
