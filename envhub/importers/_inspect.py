@@ -130,7 +130,8 @@ def import_inspect(source: str | Path, out: Path, *, name: str | None = None, sp
     path_text, at, task_name = text.rpartition("@") if "@" in Path(text).name else (text, "", "")
     path = Path(path_text)
     if not path.is_file() or path.suffix != ".py":
-        raise UsageError(f"{text}: {path} is not a Python file",
+        what = "does not exist" if not path.exists() else "is not a Python file (.py)"
+        raise UsageError(f"{text}: {path} {what}",
                          hint="give the task as inspect does: path/to/file.py@task_name (or file.py with one @task)")
     if at and not task_name.isidentifier():
         raise UsageError(f"{text}: {task_name!r} is not a task name", hint="write file.py@task_name")
@@ -276,7 +277,8 @@ def _read_task(path: Path, task_name: str | None, source: str, judge_model: str 
         not_carried.append("Task(model=...): the policy is chosen at `envhub eval`")
     config = getattr(task, "config", None)
     if config is not None and any(v is not None for v in config.model_dump().values()):
-        not_carried.append("Task(config=GenerateConfig(...)): sampling settings are the policy's, given at `envhub eval`")
+        not_carried.append("Task(config=GenerateConfig(...)): sampling settings are the policy's, given at "
+                           "`envhub eval`")
 
     rows = _rows(task, source, path, system, prompt_templates, multiple_choice, not_carried)
     kept.append(f"{len(rows)} sample(s): input as the prompt, target, choices, id and metadata as task fields")
