@@ -34,6 +34,10 @@ REGISTRY_HINT = ("install it from a checkout of the envhub repository: pip insta
               help="Largest request body (default 1048576); past it, 413.")
 @click.option("--require-token/--no-require-token", default=None,
               help="Require a bearer token for every call, not only for held-out splits.")
+@click.option("--workers", type=click.IntRange(1, 64), envvar="ENVHUB_SERVE_WORKERS", show_envvar=True,
+              help="Worker processes sharing the port (default 1); each episode stays in the one that created it.")
+@click.option("--ors-at-root/--no-ors-at-root", default=None,
+              help="Also serve the Open Reward Standard's routes at / (where its SDK looks), not only at /ors.")
 @click.option("--access-log", is_flag=True, help="Log every request on stderr.")
 @trust_option
 @registry_option
@@ -41,7 +45,8 @@ REGISTRY_HINT = ("install it from a checkout of the envhub repository: pip insta
 @click.pass_context
 def serve(ctx: click.Context, targets: tuple[str, ...], host: str | None, port: int | None, config_file: Path | None,
           max_episodes: int | None, idle_timeout_s: float | None, episode_timeout_s: float | None,
-          max_body_bytes: int | None, require_token: bool | None, access_log: bool, trust: bool,
+          max_body_bytes: int | None, require_token: bool | None, workers: int | None, ors_at_root: bool | None,
+          access_log: bool, trust: bool,
           registry: str | None, offline: bool) -> None:
     """Serve environments over HTTP: clients list tasks, run episodes and get rewards, and
     held-out splits are scored on the server, their answers never sent.
@@ -64,7 +69,8 @@ def serve(ctx: click.Context, targets: tuple[str, ...], host: str | None, port: 
     context = app_context()
     settings = context.settings
     config = envhub_registry.load_config(config_file, settings).with_overrides(
-        host=host, port=port, trust=trust or None, require_token=require_token, max_episodes=max_episodes,
+        host=host, port=port, trust=trust or None, workers=workers, ors_at_root=ors_at_root,
+        require_token=require_token, max_episodes=max_episodes,
         idle_timeout_s=idle_timeout_s, episode_timeout_s=episode_timeout_s, max_body_bytes=max_body_bytes)
     config.check()
     refs = [*config.environments, *targets]

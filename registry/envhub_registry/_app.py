@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import time
 from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -19,7 +20,7 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.routing import Route
+from starlette.routing import BaseRoute, Route
 
 from envhub import __version__ as envhub_version
 from envhub.errors import EnvhubError, UsageError
@@ -46,6 +47,7 @@ from envhub_registry._sessions import Session, Sessions
 
 if TYPE_CHECKING:
     from envhub_registry._mcp import McpEndpoint
+    from envhub_registry._workers import Worker
 
 __all__ = ["create_app"]
 
@@ -104,15 +106,16 @@ def _shown(text: str) -> str:
 
 
 class _Api:
-    def __init__(self, envs: Sequence[Environment], config: ServeConfig) -> None:
+    def __init__(self, envs: Sequence[Environment], config: ServeConfig, worker: Worker | None = None) -> None:
         self.config = config
+        self.worker = worker
         self.served: dict[str, Served] = {}
         for env in envs:
             if env.name in self.served:
                 raise UsageError(f"{env.name} is given twice; a server serves each environment once",
                                  hint="serve one version of each environment, or run a server per version")
             self.served[env.name] = Served(env)
-        self.sessions = Sessions(config.limits)
+        self.sessions = Sessions(config.limits, worker)
         self.auth = Auth(config.access)
         self.started = time.time()
         self.mcp: McpEndpoint | None = None
@@ -130,10 +133,20 @@ class _Api:
 
     async def health(self, request: Request) -> JSONResponse:
         limits = self.config.limits
+        sessions, worker = self.sessions, self.worker
+        episodes = {"open": len(sessions), "opened": sessions.opened, "expired": sessions.expired,
+                    "refused": sessions.refused}
+        workers: dict[str, Any] | None = None
+        if worker is not None:
+            # The counts of the whole server, whichever worker answers; each worker's beside them.
+            counters = worker.counters
+            episodes = {name: counters.total(name) for name in episodes}
+            workers = {"count": worker.count, "this": worker.index, "pid": os.getpid(),
+                       "each": counters.table()}
         return JSONResponse({
             "status": "ok", "envhub_version": envhub_version, "environments": sorted(self.served),
-            "episodes": {"open": len(self.sessions), "opened": self.sessions.opened,
-                         "expired": self.sessions.expired, "refused": self.sessions.refused},
+            "episodes": episodes,
+            **({"workers": workers} if workers is not None else {}),
             "limits": {"max_episodes": limits.max_episodes, "idle_timeout_s": limits.idle_timeout_s,
                        "episode_timeout_s": limits.episode_timeout_s, "max_body_bytes": limits.max_body_bytes},
             "auth": {"require_token": self.auth.require_token, "heldout_enabled": self.auth.has_tokens},
@@ -404,14 +417,17 @@ def _too_large(limit: int) -> JSONResponse:
                           hint="send a smaller body; the server's operator can raise --max-body-bytes")
 
 
-def create_app(envs: Sequence[Environment], config: ServeConfig | None = None) -> Starlette:
-    """The ASGI application serving ``envs`` under ``config`` (default: the defaults).
+def create_app(envs: Sequence[Environment], config: ServeConfig | None = None, *,
+               worker: Worker | None = None) -> Starlette:
+    """The ASGI application serving ``envs`` under ``config`` (default: the defaults), in
+    ``worker`` when the server runs several worker processes.
 
-    Raises :class:`UsageError` if two environments have the same name."""
+    Raises :class:`UsageError` if two environments have the same name, or if
+    ``ors-at-root`` is set and an ORS route at the root would take one of envhub's paths."""
     config = config or ServeConfig()
-    api = _Api(envs, config)
+    api = _Api(envs, config, worker)
     env_path = PREFIX + "/environments/{namespace}/{name}"
-    routes = [
+    routes: list[BaseRoute] = [
         Route(PREFIX + "/health", api.health, methods=["GET"]),
         Route(PREFIX + "/environments", api.environments, methods=["GET"]),
         Route(env_path, api.environment, methods=["GET"]),
@@ -434,7 +450,14 @@ def create_app(envs: Sequence[Environment], config: ServeConfig | None = None) -
 
     routes += OpenEnvEndpoint(api).routes()
     from envhub_registry._ors import OrsEndpoint  # the Open Reward Standard's API, under /ors
-    routes += OrsEndpoint(api).routes()
+    ors = OrsEndpoint(api)
+    if config.ors_at_root:
+        # After envhub's own routes, and only where none of them matches (checked here).
+        at_root = ors.root_routes()
+        ors.check_root(at_root, routes)
+        routes += [*ors.routes(), *at_root]
+    else:
+        routes += ors.routes()
     app = Starlette(routes=routes, lifespan=api.lifespan,
                     middleware=[Middleware(_BodyLimit, max_body_bytes=config.limits.max_body_bytes)],
                     exception_handlers={ApiError: _api_error, EnvhubError: _envhub_error,

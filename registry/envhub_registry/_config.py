@@ -6,6 +6,8 @@ environments = ["acme/sql-shop@1.2.0", "./my-env"]   # served besides those on t
 host = "127.0.0.1"
 port = 8000
 trust = false
+workers = 1              # worker processes; an episode stays in the one that created it
+ors-at-root = false      # also serve the Open Reward Standard's routes at / (they are always at /ors)
 
 [access]
 tokens = ["..."]         # bearer tokens; held-out splits are served only to a request bearing one
@@ -74,6 +76,10 @@ class ServeConfig(_Model):
     host: str = "127.0.0.1"
     port: int = Field(DEFAULT_PORT, ge=0, le=65535)
     trust: bool = False
+    #: Worker processes sharing the port (docs/serve.md, "Worker processes").
+    workers: int = Field(1, ge=1, le=64)
+    #: Whether the ORS routes are also served at the root, where the OpenReward SDK looks.
+    ors_at_root: bool = False
     access: Access = Access()
     limits: Limits = Limits()
 
@@ -85,11 +91,11 @@ class ServeConfig(_Model):
 
     def with_overrides(self, **values: Any) -> ServeConfig:
         """A copy with the values given (``None`` means "not given"), checked again.
-        Keys are ``host``, ``port``, ``trust``, ``require_token``, ``tokens`` and the
-        :class:`Limits` field names."""
+        Keys are ``host``, ``port``, ``trust``, ``workers``, ``ors_at_root``,
+        ``require_token``, ``tokens`` and the :class:`Limits` field names."""
         values = {k: v for k, v in values.items() if v is not None}
         data = self.model_dump()
-        for key in ("host", "port", "trust"):
+        for key in ("host", "port", "trust", "workers", "ors_at_root"):
             if key in values:
                 data[key] = values.pop(key)
         if "require_token" in values:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
@@ -32,12 +32,13 @@ from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
-from starlette.routing import Mount, Route
+from starlette.routing import BaseRoute, Match, Mount, Route
 
 from envhub import __version__ as envhub_version
-from envhub.errors import EnvhubError
+from envhub.errors import EnvhubError, UsageError
 from envhub.runtime.served import CreateEpisodeRequest
 from envhub_registry._errors import ApiError, from_envhub_error
+from envhub_registry._sessions import lost_error
 
 if TYPE_CHECKING:
     from envhub_registry._app import _Api
@@ -142,10 +143,11 @@ class OrsEndpoint:
         self.sids: dict[str, str | None] = {}  # sid -> /v1 episode id (None until /create)
         self.finished: set[str] = set()
 
-    def routes(self) -> list[Mount]:
-        env = "/{namespace}/{name}"
+    def _routes(self, names: list[str] | None) -> list[Route]:
+        """The ORS routes: with ``names``, one route per served environment and path (for
+        the root, where a pattern would also take paths that are envhub's)."""
         h = self._handle
-        routes = [
+        fixed = [
             Route("/health", h(self.health), methods=["GET"]),
             Route("/version", h(self.version), methods=["GET"]),
             Route("/list_environments", h(self.list_environments), methods=["GET"]),
@@ -154,19 +156,47 @@ class OrsEndpoint:
             Route("/create", h(self.create), methods=["POST"]),
             Route("/delete", h(self.delete), methods=["POST"]),
             Route("/ping", h(self.ping), methods=["POST"]),
-            Route(env + "/tools", h(self.tools), methods=["GET"]),
-            Route(env + "/splits", h(self.splits), methods=["GET"]),
-            Route(env + "/tasks", h(self.tasks), methods=["POST"]),
-            Route(env + "/num_tasks", h(self.num_tasks), methods=["POST"]),
-            Route(env + "/task", h(self.task), methods=["POST"]),
-            Route(env + "/task_range", h(self.task_range), methods=["POST"]),
-            Route(env + "/prompt", h(self.prompt), methods=["GET"]),
-            Route(env + "/messages", h(self.messages), methods=["GET"]),
-            Route(env + "/task_tools", h(self.task_tools), methods=["GET"]),
-            Route(env + "/call", h(self.call), methods=["POST"]),
         ]
-        app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error, Exception: _internal_error})
+        per_env: list[tuple[str, Callable[[Request], Awaitable[Response]], str]] = [
+            ("/tools", self.tools, "GET"), ("/splits", self.splits, "GET"), ("/tasks", self.tasks, "POST"),
+            ("/num_tasks", self.num_tasks, "POST"), ("/task", self.task, "POST"),
+            ("/task_range", self.task_range, "POST"), ("/prompt", self.prompt, "GET"),
+            ("/messages", self.messages, "GET"), ("/task_tools", self.task_tools, "GET"),
+            ("/call", self.call, "POST"),
+        ]
+        if names is None:
+            return fixed + [Route("/{namespace}/{name}" + suffix, h(handler), methods=[method])
+                            for suffix, handler, method in per_env]
+        return fixed + [Route(f"/{name}{suffix}", h(_named(handler, name)), methods=[method])
+                        for name in names for suffix, handler, method in per_env]
+
+    def routes(self) -> list[Mount]:
+        """The ORS routes under :data:`ORS_PREFIX`."""
+        app = Starlette(routes=self._routes(None),
+                        exception_handlers={HTTPException: _http_error, Exception: _internal_error})
         return [Mount(ORS_PREFIX, app=app)]
+
+    def root_routes(self) -> list[Route]:
+        """The ORS routes at the root (``envhub serve --ors-at-root``), where the OpenReward
+        SDK resolves them; they go after envhub's own, and :meth:`check_root` refuses a clash."""
+        return self._routes(sorted(self.api.served))
+
+    @staticmethod
+    def check_root(root: Sequence[Route], envhub_routes: Sequence[BaseRoute]) -> None:
+        """Raise :class:`UsageError` naming every ORS route at the root whose path an envhub
+        route also matches (an environment whose namespace is ``v1``, ``mcp``, ``openenv`` or
+        ``ors``, say), with any method: one of the two would be unreachable."""
+        clashes = []
+        for route in root:
+            for other in envhub_routes:
+                scope = {"type": "http", "path": route.path, "root_path": "", "method": "GET"}
+                if other.matches(scope)[0] != Match.NONE:
+                    clashes.append(f"{route.path} (ORS) is also {getattr(other, 'path', '?')} (envhub)")
+        if clashes:
+            raise UsageError("--ors-at-root cannot serve the Open Reward Standard's routes at the root: "
+                             + "; ".join(sorted(set(clashes))),
+                             hint="serve without --ors-at-root (ORS stays at /ors), or rename the environment "
+                                  "whose namespace is one of envhub's prefixes (v1, mcp, openenv, ors)")
 
     # -- every handler: version check, errors in ORS's shape --------------------------
 
@@ -222,9 +252,17 @@ class OrsEndpoint:
         sid = self._sid(request)
         episode_id = self.sids.get(sid)
         if episode_id is None:
+            self._check_lost(sid)
             raise _OrsError(404, f"Active environment not found: session {sid!r} has no episode "
                                  f"(POST {ORS_PREFIX}/create gives it one)")
         return sid, self.api._session(_with_episode(request, episode_id))
+
+    def _check_lost(self, sid: str) -> None:
+        """Raise the 410 for a session minted by another worker process, which stopped
+        (with several workers, a request for a live one's session is forwarded there)."""
+        lost = self.api.worker.lost(sid) if self.api.worker is not None else None
+        if lost is not None:
+            raise _of_api(lost_error(sid, lost))
 
     # -- environments ------------------------------------------------------------------
 
@@ -282,6 +320,8 @@ class OrsEndpoint:
 
     async def create_session(self, request: Request) -> Response:
         sid = str(uuid.uuid4())
+        if self.api.worker is not None:
+            sid = self.api.worker.tag(sid)  # names the worker process that holds its episode
         self.sids[sid] = None
         return _events([("task_id", sid), ("end", "")])
 
@@ -294,6 +334,8 @@ class OrsEndpoint:
     async def create(self, request: Request) -> Response:
         sid = self._sid(request)
         body = await _body(request, _Create)
+        if sid not in self.sids:
+            self._check_lost(sid)
         if self.sids.get(sid) is not None:
             raise _OrsError(400, f"Session already exists: {sid!r} has an episode (POST {ORS_PREFIX}/delete ends it)")
         if body.toolset_name is not None:
@@ -342,7 +384,10 @@ class OrsEndpoint:
         return JSONResponse({"sid": sid})
 
     async def ping(self, request: Request) -> Response:
-        if self.sids.get(self._sid(request)) is None:
+        sid = self._sid(request)
+        if sid not in self.sids:
+            self._check_lost(sid)
+        if self.sids.get(sid) is None:
             raise _OrsError(404, "Active environment not found")
         self._session(request)  # refreshes its idle clock, or answers why it is gone
         return JSONResponse({"status": "ok"})
@@ -420,6 +465,16 @@ def _check_version(request: Request) -> None:
         version = f"{match.group(1)}.{match.group(2)}"
         raise _OrsError(400, f"ORS version {version} is not served; this server speaks ORS "
                              f"{', '.join(ORS_VERSIONS)} (the OpenReward SDK's 0.1.x wire format)")
+
+
+def _named(handler: Callable[[Request], Awaitable[Response]], name: str) -> Callable[[Request], Awaitable[Response]]:
+    """``handler`` on a route whose path names environment ``name`` literally."""
+    namespace, _, rest = name.partition("/")
+
+    async def named(request: Request) -> Response:
+        request.scope["path_params"] = {**request.path_params, "namespace": namespace, "name": rest}
+        return await handler(request)
+    return named
 
 
 def _with_key(request: Request) -> Request:

@@ -6,7 +6,7 @@ import ipaddress
 import logging
 import socket
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from envhub.errors import EnvNotFoundError, RegistryError, UsageError
@@ -101,11 +101,10 @@ def serve(envs: Sequence[Environment], config: ServeConfig, *, access_log: bool 
     """Serve ``envs`` until interrupted (SIGINT or SIGTERM: open episodes are closed and
     their state freed). ``on_ready`` is called with the base URL once the server accepts
     connections."""
-    import uvicorn
-
     from envhub_registry._app import create_app
 
     config.check()
+    # Built (and checked: a name given twice, an ORS clash) before the port is bound.
     app = create_app(envs, config)
     for env in envs:
         held = [n for n, s in env.splits.items() if s.held_out and s.available]
@@ -119,20 +118,60 @@ def serve(envs: Sequence[Environment], config: ServeConfig, *, access_log: bool 
     port = sock.getsockname()[1]
     host = f"[{config.host}]" if ":" in config.host else config.host
     base_url = f"http://{host}:{port}"
+    try:
+        if config.workers == 1:
+            _run(app, [sock], access_log=access_log, on_started=lambda: on_ready and on_ready(base_url))
+        else:
+            del app  # each worker makes its own, with its sessions
+            _serve_workers(envs, config, sock, access_log=access_log,
+                           on_ready=lambda: on_ready and on_ready(base_url))
+    finally:
+        sock.close()
+
+
+def _run(app: Any, sockets: list[socket.socket], *, access_log: bool, on_started: Callable[[], Any],
+         on_stopped: Callable[[], Awaitable[None]] | None = None) -> None:
+    """Run ``app`` on uvicorn on ``sockets`` until SIGINT or SIGTERM."""
+    import uvicorn
 
     class _Server(uvicorn.Server):
         async def startup(self, sockets: Any = None) -> None:
             await super().startup(sockets=sockets)
-            if self.started and on_ready is not None:
-                on_ready(base_url)
+            if self.started:
+                on_started()
+
+        async def shutdown(self, sockets: Any = None) -> None:
+            await super().shutdown(sockets=sockets)
+            if on_stopped is not None:
+                await on_stopped()
 
     uv_config = uvicorn.Config(app, log_config=None, access_log=access_log, lifespan="on",
                                timeout_graceful_shutdown=10, timeout_keep_alive=75, proxy_headers=False,
                                server_header=False)
-    try:
-        _Server(uv_config).run(sockets=[sock])
-    finally:
-        sock.close()
+    _Server(uv_config).run(sockets=sockets)
+
+
+def _serve_workers(envs: Sequence[Environment], config: ServeConfig, sock: socket.socket, *, access_log: bool,
+                   on_ready: Callable[[], Any]) -> None:
+    """Serve with ``config.workers`` forked worker processes on ``sock`` (module
+    :mod:`envhub_registry._workers`)."""
+    from envhub_registry._app import create_app
+    from envhub_registry._workers import Router, Worker, supervise
+
+    def run_worker(worker: Worker, ready: Callable[[], None]) -> None:
+        private = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        path = worker.socket_path(worker.index)
+        path.unlink(missing_ok=True)
+        private.bind(str(path))
+        router = Router(create_app(envs, config, worker=worker), worker, config.limits.max_body_bytes)
+        try:
+            _run(router, [sock, private], access_log=access_log, on_started=ready, on_stopped=router.aclose)
+        finally:
+            private.close()
+            path.unlink(missing_ok=True)
+
+    log.info("starting %d worker processes", config.workers)
+    supervise(config.workers, sock, run_worker, on_ready=on_ready)
 
 
 class _CleanFormatter(logging.Formatter):

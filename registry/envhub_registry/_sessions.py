@@ -26,8 +26,9 @@ if TYPE_CHECKING:
     from envhub.runtime import Episode
 
     from envhub_registry._served import Served
+    from envhub_registry._workers import Worker
 
-__all__ = ["Session", "Sessions"]
+__all__ = ["Session", "Sessions", "lost_error"]
 
 log = logging.getLogger("envhub_registry")
 
@@ -56,13 +57,16 @@ class Session:
 
 
 class Sessions:
-    """The open episodes of one server, under ``limits``."""
+    """The open episodes of one server, under ``limits``. With ``worker`` (one of several
+    worker processes, :mod:`envhub_registry._workers`), the episodes of this process: its
+    ids name it, and ``max-episodes`` counts the episodes of every worker."""
 
-    def __init__(self, limits: Limits) -> None:
+    def __init__(self, limits: Limits, worker: Worker | None = None) -> None:
         self.limits = limits
+        self.worker = worker
         self._open: dict[str, Session] = {}
         self._closed: OrderedDict[str, tuple[str, str]] = OrderedDict()
-        #: Counters for /v1/health and the logs.
+        #: Counters for /v1/health and the logs (this process's).
         self.opened = 0
         self.expired = 0
         self.refused = 0
@@ -70,21 +74,32 @@ class Sessions:
     def __len__(self) -> int:
         return len(self._open)
 
+    def _count(self, name: str) -> None:
+        if self.worker is not None:
+            self.worker.counters.add(self.worker.index, name)
+
     def open(self, served: Served, episode: Episode, *, held_out: bool) -> Session:
         """Register a new episode. Raises :class:`ApiError` 429 when ``max-episodes`` are open."""
-        if len(self._open) >= self.limits.max_episodes:
+        worker = self.worker
+        if (len(self._open) >= self.limits.max_episodes if worker is None
+                else not worker.counters.reserve(worker.index, self.limits.max_episodes)):
             self.refused += 1
+            self._count("refused")
+            total = len(self._open) if worker is None else worker.counters.total("open")
             raise ApiError(
                 429, "too-many-episodes",
-                f"the server already has {len(self._open)} open episodes, its limit (max-episodes)",
+                f"the server already has {total} open episodes, its limit (max-episodes)",
                 hint="close finished episodes (DELETE /v1/episodes/ID), lower the client's concurrency, "
                      "or retry after a pause; the server's operator can raise --max-episodes",
                 headers={"Retry-After": "1"})
         now = time.monotonic()
         episode_id = secrets.token_urlsafe(16)  # unguessable: an id is a capability for its episode
+        if worker is not None:
+            episode_id = worker.tag(episode_id)
         session = Session(episode_id, served, episode, held_out, now, now + self.limits.episode_timeout_s, now)
         self._open[episode_id] = session
         self.opened += 1
+        self._count("opened")
         return session
 
     def get(self, episode_id: str) -> Session:
@@ -104,6 +119,9 @@ class Sessions:
     def gone(self, episode_id: str) -> ApiError:
         """The error for an episode that is not open."""
         closed = self._closed.get(episode_id)
+        lost = self.worker.lost(episode_id) if self.worker is not None else None
+        if closed is None and lost is not None:
+            return lost_error(episode_id, lost)
         if closed is None:
             return ApiError(404, "episode-not-found", f"no episode {episode_id!r} on this server",
                             hint="create one with POST /v1/environments/NAMESPACE/NAME/episodes")
@@ -121,11 +139,14 @@ class Sessions:
         ``kind`` is ``done``, ``closed`` or ``expired``."""
         if self._open.pop(session.id, None) is None:
             return
+        if self.worker is not None:
+            self.worker.counters.add(self.worker.index, "open", -1)
         self._closed[session.id] = (kind, reason)
         while len(self._closed) > _TOMBSTONES:
             self._closed.popitem(last=False)
         if kind == "expired":
             self.expired += 1
+            self._count("expired")
             log.info("episode %s of %s closed: %s", session.id, session.served.name, reason)
         task = session.step_task
         if task is not None and not task.done():
@@ -169,6 +190,13 @@ class Sessions:
 
     def _deadline_reason(self) -> str:
         return f"its wall-clock limit of {self.limits.episode_timeout_s:g} s passed (episode-timeout-s)"
+
+
+def lost_error(ident: str, index: int) -> ApiError:
+    """The 410 for an episode (or session) held by worker process ``index``, which stopped."""
+    return ApiError(410, "episode-lost", f"episode {ident!r} was held by worker process {index} of this server, "
+                                         "which stopped; its state is lost",
+                    hint="start a new episode; the server's other episodes are not affected")
 
 
 def _after_step(task: asyncio.Task[Any], session: Session) -> None:

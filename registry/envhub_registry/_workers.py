@@ -1,0 +1,431 @@
+"""Several worker processes behind one port: ``envhub serve --workers N``.
+
+The parent process loads the environments, binds the port and forks ``N`` workers that
+share the listening socket (the kernel hands each new connection to one of them). An
+episode lives in the memory of the worker that created it (its state may be an open file,
+a SQLite database, a subprocess), so every id a worker mints names it: an episode id, an
+ORS session id and an MCP session id start with ``{index}.{epoch}.``, where ``epoch`` is
+random for each worker process. A request that names another worker's episode (in its
+path, its ``X-Session-ID`` or ``Mcp-Session-Id`` header, an OpenEnv ``episode_id``) is
+forwarded to that worker over its private unix socket: one local hop, and none for the
+requests of a keep-alive connection that lands where its episodes are. OpenEnv's WebSocket
+sessions live on the connection, so they never move.
+
+A worker that dies loses its episodes: the parent starts another in its place (a new
+epoch), and a request for a lost episode is answered 410 ``episode-lost`` in its
+protocol's shape, by whichever worker it reaches. The counts of open episodes are kept in
+memory the workers share, so ``max-episodes`` holds for the server as a whole and
+``/v1/health`` reports every worker's counts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import logging
+import multiprocessing
+import os
+import re
+import secrets
+import select
+import shutil
+import signal
+import socket
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import orjson
+
+from envhub.errors import UsageError
+
+if TYPE_CHECKING:
+    import aiohttp
+
+__all__ = ["MAX_WORKERS", "Counters", "Router", "Worker", "owner_of", "supervise"]
+
+log = logging.getLogger("envhub_registry")
+
+MAX_WORKERS = 64
+#: ``{index}.{epoch}.`` at the start of every id a worker mints.
+_TAG = re.compile(r"(\d{1,2})\.([0-9a-f]{6})\.")
+#: The header that marks a request forwarded by another worker (its value: the server's hop key).
+HOP_HEADER = b"x-envhub-hop"
+_HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"transfer-encoding", b"te", b"upgrade",
+                         b"proxy-connection", b"content-length", b"trailer", HOP_HEADER})
+_FIELDS = ("pid", "open", "opened", "expired", "refused")
+_STOP_S = 15.0  # how long the workers get to close their episodes before they are killed
+
+
+def owner_of(ident: str) -> tuple[int, str] | None:
+    """The worker index and epoch an id was minted by, or ``None`` for an untagged id."""
+    match = _TAG.match(ident)
+    return (int(match.group(1)), match.group(2)) if match else None
+
+
+class Counters:
+    """Per-worker counts in memory the parent shares with its forked workers: each worker
+    writes only its own slots; a reader sums them."""
+
+    def __init__(self, workers: int) -> None:
+        self.workers = workers
+        self._values = multiprocessing.get_context("fork").RawArray(ctypes.c_longlong, workers * len(_FIELDS))
+
+    def _at(self, index: int, name: str) -> int:
+        return index * len(_FIELDS) + _FIELDS.index(name)
+
+    def get(self, index: int, name: str) -> int:
+        return int(self._values[self._at(index, name)])
+
+    def add(self, index: int, name: str, delta: int = 1) -> None:
+        self._values[self._at(index, name)] += delta
+
+    def set(self, index: int, name: str, value: int) -> None:
+        self._values[self._at(index, name)] = value
+
+    def total(self, name: str) -> int:
+        return sum(self.get(i, name) for i in range(self.workers))
+
+    def reserve(self, index: int, limit: int) -> bool:
+        """Count one more open episode on worker ``index`` if the server's total stays
+        within ``limit``. The slot is raised before the total is read, so two workers that
+        race for the last place may both be refused, but the total never passes the limit."""
+        self.add(index, "open")
+        if self.total("open") > limit:
+            self.add(index, "open", -1)
+            return False
+        return True
+
+    def table(self) -> list[dict[str, int]]:
+        return [{"index": i, **{name: self.get(i, name) for name in _FIELDS}} for i in range(self.workers)]
+
+
+@dataclass(frozen=True)
+class Worker:
+    """One worker process of a server with ``count`` of them."""
+
+    index: int
+    count: int
+    epoch: str
+    hop_key: bytes
+    run_dir: Path
+    counters: Counters
+
+    def tag(self, token: str) -> str:
+        """``token`` as an id that names this worker process."""
+        return f"{self.index}.{self.epoch}.{token}"
+
+    def lost(self, ident: str) -> int | None:
+        """The index of the worker process that minted ``ident`` if it is not this one
+        (so its episode is not here and, since forwarding did not reach it, lost)."""
+        owner = owner_of(ident)
+        if owner is None or owner == (self.index, self.epoch):
+            return None
+        return owner[0]
+
+    def socket_path(self, index: int) -> Path:
+        return self.run_dir / f"worker-{index}.sock"
+
+
+# --- routing -------------------------------------------------------------------------------
+
+
+class _Replay:
+    """An ASGI ``receive`` that hands over an already read body, then defers to the real one."""
+
+    def __init__(self, body: bytes, receive: Any) -> None:
+        self.body: bytes | None = body
+        self.receive = receive
+
+    async def __call__(self) -> Any:
+        if self.body is not None:
+            body, self.body = self.body, None
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await self.receive()
+
+
+class Router:
+    """ASGI middleware of one worker: a request naming another worker's episode goes there;
+    ``Mcp-Session-Id`` values are tagged on the way out and untagged on the way in."""
+
+    def __init__(self, app: Any, worker: Worker, max_body_bytes: int) -> None:
+        self.app = app
+        self.worker = worker
+        self.max_body_bytes = max_body_bytes
+        self._clients: dict[int, aiohttp.ClientSession] = {}
+        self._prefix = f"{worker.index}.{worker.epoch}.".encode()
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":  # lifespan, and WebSockets: sessions that live on their connection
+            await self.app(scope, receive, send)
+            return
+        ident: str | None = None
+        hop = False
+        mcp_session = None
+        for name, value in scope["headers"]:
+            if name == b"x-session-id" or name == b"mcp-session-id":
+                ident = value.decode("latin-1").strip()
+                if name == b"mcp-session-id":
+                    mcp_session = value
+            elif name == HOP_HEADER:
+                hop = secrets.compare_digest(value, self.worker.hop_key)
+        path: str = scope["path"]
+        body: bytes | None = None
+        if ident is None:
+            parts = path.split("/")
+            if path.startswith("/v1/episodes/") and len(parts) >= 4:
+                ident = parts[3]
+            elif path.startswith("/mcp/") and len(parts) >= 6 and parts[4] == "episodes":
+                ident = parts[5]
+            elif path.startswith("/openenv/"):
+                if scope["method"] == "GET" and b"episode_id=" in scope["query_string"]:
+                    from urllib.parse import parse_qs
+                    ids = parse_qs(scope["query_string"].decode("latin-1")).get("episode_id")
+                    ident = ids[0] if ids else None
+                elif scope["method"] == "POST" and path.endswith("/step"):
+                    body = await self._read(scope, receive)
+                    if body is not None:
+                        ident = _episode_id(body)
+                        receive = _Replay(body, receive)
+        owner = owner_of(ident) if ident else None
+        if owner is not None and owner[0] != self.worker.index and not hop and owner[0] < self.worker.count:
+            if body is None:
+                body = await self._read(scope, receive)
+                if body is None:  # too large: this worker answers 413
+                    await self._local(scope, receive, send, mcp_session)
+                    return
+                receive = _Replay(body, receive)
+            if await self._forward(owner[0], scope, body, send):
+                return
+            # The owner is gone: this worker answers, and the id it does not know is lost.
+        await self._local(scope, receive, send, mcp_session)
+
+    async def _local(self, scope: Any, receive: Any, send: Any, mcp_session: bytes | None) -> None:
+        if not scope["path"].startswith("/mcp/"):
+            await self.app(scope, receive, send)
+            return
+        prefix = self._prefix
+        if mcp_session is not None and mcp_session.startswith(prefix):
+            scope = dict(scope)
+            scope["headers"] = [(n, v[len(prefix):] if n == b"mcp-session-id" else v) for n, v in scope["headers"]]
+
+        async def tagging_send(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                headers = message.get("headers") or []
+                if any(n.lower() == b"mcp-session-id" for n, _ in headers):
+                    message = {**message, "headers": [(n, prefix + v if n.lower() == b"mcp-session-id" else v)
+                                                      for n, v in headers]}
+            await send(message)
+
+        await self.app(scope, receive, tagging_send)
+
+    async def _read(self, scope: Any, receive: Any) -> bytes | None:
+        """The whole request body, or ``None`` when it is over the limit (the app's own
+        check answers that request)."""
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return b"".join(chunks)
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            chunks.append(chunk)
+            if size > self.max_body_bytes:
+                return None
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+    def _client(self, index: int) -> aiohttp.ClientSession:
+        client = self._clients.get(index)
+        if client is None or client.closed:
+            import aiohttp
+            connector = aiohttp.UnixConnector(path=str(self.worker.socket_path(index)), limit=0,
+                                              force_close=False)
+            client = aiohttp.ClientSession(
+                connector=connector, auto_decompress=False, cookie_jar=aiohttp.DummyCookieJar(),
+                timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
+                skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding", "Content-Type"))
+            self._clients[index] = client
+        return client
+
+    async def _forward(self, index: int, scope: Any, body: bytes, send: Any) -> bool:
+        """Send the request to worker ``index`` and its answer back; ``False`` if that
+        worker cannot be reached (nothing has been sent then)."""
+        import aiohttp
+        from multidict import CIMultiDict
+        from yarl import URL
+
+        headers: CIMultiDict[str] = CIMultiDict(
+            (n.decode("latin-1"), v.decode("latin-1")) for n, v in scope["headers"] if n not in _HOP_BY_HOP)
+        headers["x-envhub-hop"] = self.worker.hop_key.decode()
+        target = scope.get("raw_path") or scope["path"].encode()
+        if scope["query_string"]:
+            target += b"?" + scope["query_string"]
+        url = URL("http://worker" + target.decode("latin-1"), encoded=True)
+        try:
+            response = await self._client(index).request(scope["method"], url, data=body or None, headers=headers,
+                                                          allow_redirects=False)
+        except (aiohttp.ClientConnectionError, OSError) as e:
+            log.debug("worker %d cannot be reached: %s", index, e)
+            return False
+        async with response:
+            await send({"type": "http.response.start", "status": response.status,
+                        "headers": [(n.lower(), v) for n, v in response.raw_headers
+                                    if n.lower() not in _HOP_BY_HOP or n.lower() == b"content-length"]})
+            try:
+                async for chunk in response.content.iter_any():
+                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+            except (aiohttp.ClientError, OSError) as e:
+                log.warning("worker %d stopped in the middle of an answer: %s", index, e)
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        return True
+
+    async def aclose(self) -> None:
+        for client in self._clients.values():
+            await client.close()
+        self._clients.clear()
+
+
+def _episode_id(body: bytes) -> str | None:
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None
+    value = data.get("episode_id") if isinstance(data, dict) else None
+    return value if isinstance(value, str) else None
+
+
+# --- the parent process --------------------------------------------------------------------
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to send this process SIGTERM when its parent dies (a killed parent must
+    not leave workers holding the port)."""
+    if not sys.platform.startswith("linux"):
+        return
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def supervise(count: int, sock: socket.socket, run_worker: Callable[[Worker, Callable[[], None]], None], *,
+              on_ready: Callable[[], None] | None = None) -> None:
+    """Run ``count`` workers (each ``run_worker(worker, ready)``, in a forked process, on
+    the inherited ``sock``) until SIGINT or SIGTERM; start another in place of one that
+    dies. Calls ``on_ready`` once every worker has called its ``ready``.
+
+    Raises :class:`UsageError` when a worker fails before it is ready."""
+    counters = Counters(count)
+    run_dir = Path(tempfile.mkdtemp(prefix="envhub-serve-"))
+    hop_key = secrets.token_hex(16).encode()
+    ready_r, ready_w = os.pipe()
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    stopping: list[int] = []
+    pids: dict[int, int] = {}  # pid -> worker index
+    started: dict[int, float] = {}
+
+    def on_signal(signum: int, frame: Any) -> None:
+        stopping.append(signum)
+        with contextlib.suppress(OSError):
+            os.write(wake_w, b"!")
+
+    def spawn(index: int) -> None:
+        worker = Worker(index, count, secrets.token_hex(3), hop_key, run_dir, counters)
+        for name in ("open", "pid"):
+            counters.set(index, name, 0)
+        pid = os.fork()
+        if pid == 0:  # the worker
+            code = 1
+            try:
+                os.close(ready_r)
+                os.close(wake_r)
+                os.close(wake_w)
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                _die_with_parent()
+                counters.set(index, "pid", os.getpid())
+
+                def ready() -> None:
+                    os.write(ready_w, bytes([index]))
+
+                run_worker(worker, ready)
+                code = 0
+            except BaseException:
+                log.exception("worker %d failed", index)
+            finally:
+                with contextlib.suppress(Exception):
+                    sys.stdout.flush()
+                    sys.stderr.flush()
+                os._exit(code)
+        pids[pid] = index
+        started[index] = time.monotonic()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    ready_seen: set[int] = set()
+    announced = False
+    try:
+        for index in range(count):
+            spawn(index)
+        while not stopping:
+            readable, _, _ = select.select([ready_r, wake_r], [], [], 0.25)
+            if ready_r in readable:
+                ready_seen.update(os.read(ready_r, 256))
+                if not announced and len(ready_seen) >= count:
+                    announced = True
+                    if on_ready is not None:
+                        on_ready()
+            while pids:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+                if pid == 0:
+                    break
+                index = pids.pop(pid, -1)
+                if index < 0 or stopping:
+                    continue
+                how = (f"was killed by signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status)
+                       else f"exited with status {os.waitstatus_to_exitcode(status)}")
+                if not announced:
+                    raise UsageError(f"worker process {index} of envhub serve {how} while starting",
+                                     hint="see the messages above")
+                lost = counters.get(index, "open")
+                log.warning("worker %d (pid %d) %s; its %d open episode(s) are lost; starting another",
+                            index, pid, how, lost)
+                if time.monotonic() - started.get(index, 0.0) < 1.0:
+                    time.sleep(1.0)  # a worker that dies at once should not be restarted in a tight loop
+                spawn(index)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        _stop(pids)
+        for fd in (ready_r, ready_w, wake_r, wake_w):
+            os.close(fd)
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def _stop(pids: dict[int, int]) -> None:
+    """SIGTERM each worker (it closes its episodes), and SIGKILL those still running after
+    :data:`_STOP_S`."""
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + _STOP_S
+    while pids and time.monotonic() < deadline:
+        for pid in list(pids):
+            with contextlib.suppress(ChildProcessError):
+                done, _ = os.waitpid(pid, os.WNOHANG)
+                if done == 0:
+                    continue
+            pids.pop(pid)
+        time.sleep(0.05)
+    for pid in list(pids):
+        log.warning("worker %d (pid %d) did not stop in %g s; killing it", pids[pid], pid, _STOP_S)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, 0)
+    pids.clear()
