@@ -394,12 +394,16 @@ def _final_score(episode: EpisodeProtocol) -> Score:
 # -- verl's side ------------------------------------------------------------------------
 
 
-@functools.cache
 def environment(ref: str, *, trust_code: bool = False, registry: str | None = None,
                 with_heldout: bool = False) -> EnvironmentProtocol:
     """``envhub.load(ref, ...)``, once per process and arguments. verl makes an agent loop
     per sample, so the loop loads its environment through this cache rather than each time;
     it is a module-level cache because verl gives the loop nothing longer-lived to keep it on."""
+    return _load(ref, trust_code, registry, with_heldout)
+
+
+@functools.cache
+def _load(ref: str, trust_code: bool, registry: str | None, with_heldout: bool) -> EnvironmentProtocol:
     import envhub
 
     return envhub.load(ref, trust_code=trust_code, registry=registry, with_heldout=with_heldout)
