@@ -315,6 +315,10 @@ IMPORTERS = (
     ImporterKind("inspect", "envhub.importers:run_inspect",
                  description="an inspect_ai task (file.py@task): samples as tasks, its built-in scorer as the verifier",
                  options={**_NAME_OPTIONS, "judge-model": "the pinned judge of a model-graded scorer that names none"}),
+    ImporterKind("verifiers", "envhub.importers:run_verifiers",
+                 description="a verifiers (v1) environment package: its tasks as rows, its rewards as the verifier",
+                 options={**_NAME_OPTIONS, "limit": "import the first N tasks only [default: all]",
+                          "judge-model": "the pinned model of a reference judge [default: the judge's own]"}),
 )
 
 
