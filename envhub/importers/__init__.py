@@ -12,7 +12,10 @@ Each importer is registered through the ``envhub_importers`` plugin hook (an
   tool, a ``python`` verifier over the step rewards);
 - ``inspect``: :func:`import_inspect` reads an inspect_ai task (``file.py@task``) and writes
   its samples as tasks with a verifier that gives inspect's own scorer's verdict (or
-  ``llm-judge`` for its model-graded scorers).
+  ``llm-judge`` for its model-graded scorers);
+- ``verifiers``: :func:`import_verifiers` reads a verifiers (v1) environment package and
+  writes its tasks as rows, with the rewards that are data in all but name (exact match,
+  boxed math, the reference judge) as the verifier, weighted as a rubric.
 """
 
 from envhub.importers._inspect import InspectImport, import_inspect, run_inspect
@@ -24,6 +27,8 @@ from envhub.importers._terminal_bench import (
     import_terminal_bench,
     run_terminal_bench,
 )
+from envhub.importers._verifiers import VerifiersImport, import_verifiers, run_verifiers
 
-__all__ = ["ImportReport", "ImportSourceError", "InspectImport", "OpenEnvImport", "TaskImport", "import_inspect",
-           "import_openenv", "import_terminal_bench", "run_inspect", "run_openenv", "run_terminal_bench"]
+__all__ = ["ImportReport", "ImportSourceError", "InspectImport", "OpenEnvImport", "TaskImport", "VerifiersImport",
+           "import_inspect", "import_openenv", "import_terminal_bench", "import_verifiers", "run_inspect",
+           "run_openenv", "run_terminal_bench", "run_verifiers"]
