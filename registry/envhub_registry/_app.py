@@ -453,9 +453,10 @@ def create_app(envs: Sequence[Environment], config: ServeConfig | None = None, *
     ors = OrsEndpoint(api)
     if config.ors_at_root:
         # After envhub's own routes, and only where none of them matches (checked here).
+        routes += ors.routes()
         at_root = ors.root_routes()
         ors.check_root(at_root, routes)
-        routes += [*ors.routes(), *at_root]
+        routes += at_root
     else:
         routes += ors.routes()
     app = Starlette(routes=routes, lifespan=api.lifespan,
