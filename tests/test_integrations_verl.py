@@ -328,6 +328,22 @@ def test_an_episode_is_one_token_sequence_with_the_model_s_tokens_masked_in(grid
     assert out.metrics["num_preempted"] == 0 and out.metrics["generate_sequences"] >= 0
 
 
+def test_a_group_of_rollouts_plays_at_once_on_one_loop(grid: Environment, tokenizer: Any) -> None:
+    """verl's worker gathers every row's run() on one event loop, a prompt's rollout.n
+    rollouts among them: each is an episode of its own."""
+    task = grid.tasks("dev")[1]
+    server = ServerManager(tokenizer, winner)
+    loop = loop_for(grid, tokenizer, server)
+
+    async def group() -> list[envhub_verl.LoopOutput]:
+        return list(await asyncio.gather(*(loop.run(SAMPLING, **row_for(grid, task)) for _ in range(8))))
+
+    outs = asyncio.run(group())
+    assert [o.reward_score for o in outs] == [1.0] * 8
+    assert all(o.response_mask == outs[0].response_mask for o in outs)  # the same walk, eight episodes
+    assert len({c["request_id"] for c in server.calls}) == 8
+
+
 def test_a_lost_game_scores_zero_and_keeps_the_penalty_turn(grid: Environment, tokenizer: Any) -> None:
     task = grid.tasks("dev")[0]
     server = ServerManager(tokenizer, loser)
@@ -665,3 +681,20 @@ def test_real_verl_interface_matches_the_record(grid: Environment, tokenizer: An
     out = asyncio.run(loop.run(SAMPLING, **row_for(grid, grid.tasks("dev")[1])))
     real = RealOutput(**out.fields())
     assert real.reward_score == 1.0 and real.response_mask == out.response_mask
+
+    # The class itself, made as AgentLoopWorker._run_agent_loop makes it (hydra.utils.instantiate).
+    import hydra
+    from omegaconf import OmegaConf
+    from verl.experimental.agent_loop.agent_loop import DictConfigWrap
+
+    config = OmegaConf.create({"actor_rollout_ref": {"rollout": {"response_length": 4096, "multi_turn": {
+        "format": "hermes", "max_assistant_turns": None, "max_user_turns": None}}}, "data": {}})
+    entry = OmegaConf.create({"name": "envhub", "_target_": "envhub.integrations.verl.EnvhubAgentLoop",
+                              "env": str(GRID), "trust_code": True})
+    server = RealServer(tokenizer, winner)
+    agent_loop = hydra.utils.instantiate(config=entry, trainer_config=DictConfigWrap(config=config),
+                                         server_manager=server, tokenizer=tokenizer, processor=None,
+                                         dataset_cls=None, dataset_config=DictConfigWrap(config.data))
+    env = envhub_verl.environment(str(GRID), trust_code=True)
+    result = asyncio.run(agent_loop.run(SAMPLING, **row_for(env, env.tasks("dev")[1])))
+    assert isinstance(result, RealOutput) and result.reward_score == 1.0
