@@ -59,7 +59,7 @@ from envhub.integrations.trl import starting_messages
 if TYPE_CHECKING:
     from envhub.runtime import EnvironmentProtocol, EpisodeProtocol, Score, Task
 
-__all__ = ["AGENT_NAME", "EpisodeLoop", "LoopOutput", "environment", "write_dataset"]
+__all__ = ["AGENT_NAME", "EpisodeLoop", "LoopOutput", "agent_loop_class", "environment", "write_dataset"]
 
 #: The agent_name rows of :func:`write_dataset` carry, and the name the class registers under.
 AGENT_NAME = "envhub"
