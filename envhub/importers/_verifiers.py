@@ -138,7 +138,7 @@ def import_verifiers(source: str | Path, out: Path, *, name: str | None = None, 
                          hint="give the environment's package directory, or an installed taskset package's name")
     check_destination(split, out)
     try:
-        import verifiers.v1  # noqa: F401  # the peer package, imported only when this importer runs
+        import verifiers.v1  # type: ignore[import-untyped]  # noqa: F401  # the peer package, imported only when this importer runs
     except ImportError as e:
         raise UsageError(f"importing {text} needs verifiers, which is not installed ({e})",
                          hint="pip install verifiers") from e
@@ -183,7 +183,7 @@ def _package_of(path: Path, source: str) -> tuple[Path, str]:
 
 def _read(source: str, path: Path | None, limit: int | None, judge_model: str | None) -> _Found:
     from verifiers.v1 import Taskset, TasksetConfig
-    from verifiers.v1.utils.generic import concrete_type
+    from verifiers.v1.utils.generic import concrete_type  # type: ignore[import-untyped]
 
     if path is not None:
         root, package = _package_of(path, source)
@@ -249,7 +249,7 @@ def _read(source: str, path: Path | None, limit: int | None, judge_model: str | 
 
 
 def _rows(tasks: list[Any], not_carried: list[str]) -> list[dict[str, Any]]:
-    from verifiers.v1.types import content_text
+    from verifiers.v1.types import content_text  # type: ignore[import-untyped]
 
     rows: list[dict[str, Any]] = []
     seen: set[str] = set()
@@ -387,8 +387,9 @@ def _map_reward(fn: Callable[..., Any]) -> tuple[dict[str, Any] | None, str]:
                 return {"kind": "exact-match", "field": field_name,
                         "normalize": ["strip", "lower"] if lower else ["strip"]}, ""
     if isinstance(expr, ast.Call) and _name(expr.func) == "verify_boxed_math_answer" and len(expr.args) >= 2:
-        reply, field_read = _text(expr.args[0]), _text(expr.args[1])
-        if reply is not None and reply[0] == "reply" and field_read is not None and field_read[0] != "reply":
+        answer_read, field_read = _text(expr.args[0]), _text(expr.args[1])
+        if answer_read is not None and answer_read[0] == "reply" and field_read is not None \
+                and field_read[0] != "reply":
             return {"kind": "numeric", "field": field_read[0], "extract": "boxed", "tolerance": 0.0}, ""
     return None, ("custom code: its return is not an exact match of trace.last_reply and a task field, nor "
                   "verify_boxed_math_answer(trace.last_reply, a task field)")
