@@ -429,6 +429,23 @@ def test_a_responder_s_replies_are_the_environment_s_tokens(words: Environment, 
     assert out.extra_fields["envhub_ended_by"] == "environment"
 
 
+def test_verl_s_turn_limit_stops_a_responder_before_it_answers(words: Environment, tokenizer: Any) -> None:
+    task = words.tasks("dev")[0]
+    guesses = list(task.data["reference"])
+    server = ServerManager(tokenizer, lambda prompt, turn: f"My guess: {guesses[turn]}<|im_end|>")
+    out = asyncio.run(loop_for(words, tokenizer, server, max_assistant_turns=2).run(SAMPLING, **row_for(words, task)))
+    assert len(server.calls) == 2 and out.reward_score == 0.0
+    assert out.extra_fields["envhub_ended_by"] == "max-assistant-turns"
+    assert [v for v, _, _ in runs(out.response_mask)] == [1, 0, 1]  # the second guess got no reply
+    # Stopped at the winning guess, the verifier still scores it; with a turn to spare, the
+    # responder ends the game itself.
+    for limit, ended_by in [(3, "max-assistant-turns"), (4, "environment")]:
+        server = ServerManager(tokenizer, lambda prompt, turn: f"My guess: {guesses[turn]}<|im_end|>")
+        loop = loop_for(words, tokenizer, server, max_assistant_turns=limit)
+        out = asyncio.run(loop.run(SAMPLING, **row_for(words, task)))
+        assert (out.reward_score, out.extra_fields["envhub_ended_by"]) == (1.0, ended_by)
+
+
 @pytest.mark.parametrize(("answer", "reward"), [("\\boxed{8}", 1.0), ("\\boxed{9}", 0.0)], ids=["right", "wrong"])
 def test_a_single_turn_environment_is_one_generation(arith: Environment, tokenizer: Any, answer: str,
                                                     reward: float) -> None:

@@ -55,6 +55,7 @@ from uuid import uuid4
 
 from envhub.errors import EnvNotFoundError, UsageError
 from envhub.integrations.trl import starting_messages
+from envhub.runtime import Environment
 
 if TYPE_CHECKING:
     from envhub.runtime import EnvironmentProtocol, EpisodeProtocol, Score, Task
@@ -183,6 +184,9 @@ class EpisodeLoop:
         self.system_prompt_ids = list(system_prompt_ids) if system_prompt_ids is not None else \
             _system_prompt_ids(tokenizer, self.chat_template_kwargs)
         self.check_prompt = check_prompt
+        harness = env.manifest.harness
+        self._responds = harness.protocol == "multi-turn" or harness.responder is not None or \
+            (isinstance(env, Environment) and env.harness.responds)
 
     def task_of(self, row: Mapping[str, Any]) -> Task:
         """The task a dataset row names in its ``extra_info`` (``task_id`` and ``split``)."""
@@ -209,8 +213,10 @@ class EpisodeLoop:
         stops when the environment ends the episode (the model answered, a tool or the user
         ended it, its turn limit), then ``reward_score`` is the verifier's reward; or when
         one of verl's limits comes first (``response_length``, ``max_assistant_turns``,
-        ``max_user_turns``): then the last turn's tool calls are not run, and the verifier
-        scores the conversation as it stands, with the turn's text.
+        ``max_user_turns``): then the last turn's tool calls are not run (nor is a simulated
+        user asked), and the verifier scores the conversation as it stands, with the turn's
+        text. A last turn without tool calls that nothing answers is stepped as usual: the
+        model's answer ends the episode.
 
         Raises :class:`~envhub.errors.UsageError` for a row that names no task of the
         environment, a row whose prompt is not what the episode starts with, and a server
@@ -251,11 +257,14 @@ class EpisodeLoop:
             assistant_turns += 1
             text, calls = await self.parse_tool_calls(tokens)
             message = self._assistant_message(text, calls, assistant_turns)
-            if calls:  # verl's ToolAgentLoop checks its limits before it runs a turn's tools
-                stopped_by = self._limit(len(response), assistant_turns, environment_turns)
-                if stopped_by is not None:
-                    score = await self._score_as_it_stands(episode, task, {"role": "assistant", "content": text})
-                    break
+            # verl's ToolAgentLoop checks its limits before the environment answers a turn. A
+            # last answer that nothing answers is stepped: the episode ends as the model ended it.
+            stopped_by = self._limit(len(response), assistant_turns, environment_turns) \
+                if calls or self._responds else None
+            if stopped_by is not None:
+                score = await self._score_as_it_stands(episode, task, {"role": "assistant",
+                                                                       "content": message["content"] or ""})
+                break
             before = len(episode.messages)
             start = time.perf_counter()
             result = await episode.astep(message)
