@@ -48,8 +48,6 @@ INTERFACE = json.loads((Path(__file__).parent / "data" / "verl" / "interface.jso
 LOOP = "verl/experimental/agent_loop/agent_loop.py"
 
 pytestmark = pytest.mark.timeout(120)
-transformers = pytest.importorskip("transformers")
-tokenizers = pytest.importorskip("tokenizers")
 
 
 def recorded_model(name: str) -> dict[str, Any]:
@@ -96,6 +94,9 @@ TEMPLATE = (
 
 @pytest.fixture(scope="module")
 def tokenizer() -> Any:
+    """Made once per module; imported here, not at collection (transformers takes a second)."""
+    transformers = pytest.importorskip("transformers")
+    pytest.importorskip("tokenizers")
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     corpus = []
