@@ -208,6 +208,8 @@ def _read(source: str, path: Path | None, limit: int | None, judge_model: str | 
                         "__all__", "export exactly one verifiers.v1.Taskset subclass in __all__ (as vf-init writes "
                         "it)")
         cls = tasksets[0]
+        if getattr(cls, "INFINITE", False) and limit is None:
+            raise _fail(source, where, f"{cls.__name__} yields tasks without end", "give -o limit=N")
         config_cls = concrete_type(cls, TasksetConfig) or TasksetConfig
         try:
             taskset = cls(config_cls(id=package))
@@ -219,8 +221,6 @@ def _read(source: str, path: Path | None, limit: int | None, judge_model: str | 
         except Exception as e:  # the taskset's own load(): reported
             raise _fail(source, where, f"loading the taskset {cls.__name__} raised {type(e).__name__}: {e}",
                         "fix its load() so that it yields tasks with its default config") from e
-        if getattr(cls, "INFINITE", False) and limit is None:
-            raise _fail(source, where, f"{cls.__name__} yields tasks without end", "give -o limit=N")
         if not tasks:
             raise _fail(source, where, f"the taskset {cls.__name__} yields no tasks",
                         "make its load() yield at least one task")
