@@ -660,6 +660,33 @@ def test_the_agent_loop_class_refuses_what_it_cannot_run(tokenizer: Any) -> None
         instantiate(cls, {"name": "grid", "env": str(GRID), "trust_code": True}, tokenizer, server, format="gpt-oss")
 
 
+def test_the_example_script_writes_what_verl_reads(tokenizer: Any, tmp_path: Path) -> None:
+    import shlex
+    import subprocess
+    import sys
+
+    import pyarrow.parquet as pq
+    import yaml
+
+    script = Path(__file__).resolve().parents[1] / "docs" / "examples" / "verl_grpo.py"
+    result = subprocess.run([sys.executable, str(script), str(GRID), str(tmp_path / "run"), "--trust", "--limit", "3",
+                             "trainer.total_epochs=1"], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    command = shlex.split(result.stdout)
+    assert command[1:3] == ["-m", "verl.trainer.main_ppo"] and command[-1] == "trainer.total_epochs=1"
+    settings = dict(arg.split("=", 1) for arg in command[3:])
+    entries = yaml.safe_load(Path(settings["actor_rollout_ref.rollout.agent.agent_loop_config_path"]).read_text())
+    assert entries == [{"name": "envhub", "_target_": "envhub.integrations.verl.EnvhubAgentLoop", "env": str(GRID),
+                        "trust_code": True}]
+    rows = pq.read_table(settings["data.train_files"]).to_pylist()
+    assert len(rows) == 3 and len(pq.read_table(settings["data.val_files"]).to_pylist()) == 3
+    # The config entry, instantiated as verl's worker does, plays a row of the dataset.
+    cls = envhub_verl.agent_loop_class(AgentLoopBase, AgentLoopOutput, ToolParser)
+    loop = instantiate(cls, entries[0], tokenizer, ServerManager(tokenizer, winner))
+    out = asyncio.run(loop.run(SAMPLING, raw_prompt=rows[0]["prompt"], extra_info=rows[0]["extra_info"], index=0))
+    assert out.reward_score == 1.0
+
+
 @pytest.mark.skipif(importlib.util.find_spec("verl") is not None, reason="verl is installed")
 def test_without_verl_the_class_says_how_to_get_it() -> None:
     with pytest.raises(UsageError, match=r"envhub.integrations.verl.EnvhubAgentLoop needs verl: pip install verl"):
