@@ -131,6 +131,21 @@ def test_an_episode_made_on_one_worker_is_played_through_the_other(server: Serve
     assert stale.status_code == 410 and stale.json()["error"]["code"] == "episode-lost"
 
 
+def test_bodies_over_the_limit_and_stray_headers_through_the_other_worker(server: Server) -> None:
+    a, b = on_worker(server, 0), on_worker(server, 1)
+    eid = a.post(ARITH + "/episodes", json={"split": "dev", "index": 0}).json()["episode_id"]
+    big = json.dumps({"action": "x" * (1024 * 1024 + 10)})
+    for path in (f"/v1/episodes/{eid}/step", "/openenv/acme/arith/step"):
+        # A declared length over the limit, and a chunked body (no length) that grows past it.
+        for content in (big, iter([big[:600_000].encode(), big[600_000:].encode()])):
+            r = b.post(path, content=content, headers={"Content-Type": "application/json"})
+            assert r.status_code == 413, (path, r.text)
+            assert r.json()["error"]["code"] == "body-too-large"
+    # An ORS session header on a /v1 request does not take it elsewhere: the path names the episode.
+    step = b.post(f"/v1/episodes/{eid}/step", json={"action": "nope"}, headers={"X-Session-ID": "1.abcdef.x"})
+    assert step.status_code == 200 and step.json()["reward"] == 0.0
+
+
 def test_held_out_episodes_across_workers_need_the_token_and_leak_nothing(server: Server) -> None:
     a, b = on_worker(server, 0), on_worker(server, 1)
     # Attack: no token, and a forged hop header, through the worker that does not hold it.

@@ -389,6 +389,11 @@ class _BodyLimit:
             await self.app(scope, receive, send)
             return
         limit = self.max_body_bytes
+        if scope.get("envhub.body_too_large"):  # counted by the worker's router (_workers.TOO_LARGE)
+            response = _too_large(limit)
+            response.headers["Connection"] = "close"
+            await response(scope, receive, send)
+            return
         for name, value in scope["headers"]:
             if name == b"content-length":
                 if value.isdigit() and int(value) > limit:

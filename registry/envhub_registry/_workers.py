@@ -38,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs
 
 import orjson
 
@@ -46,7 +47,7 @@ from envhub.errors import UsageError
 if TYPE_CHECKING:
     import aiohttp
 
-__all__ = ["MAX_WORKERS", "Counters", "Router", "Worker", "owner_of", "supervise"]
+__all__ = ["MAX_WORKERS", "TOO_LARGE", "Counters", "Router", "Worker", "owner_of", "supervise"]
 
 log = logging.getLogger("envhub_registry")
 
@@ -57,6 +58,8 @@ _TAG = re.compile(r"(\d{1,2})\.([0-9a-f]{6})\.")
 HOP_HEADER = b"x-envhub-hop"
 _HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"transfer-encoding", b"te", b"upgrade",
                          b"proxy-connection", b"content-length", b"trailer", HOP_HEADER})
+#: Set in the ASGI scope of a request whose body is over the limit: the app answers it 413 at once.
+TOO_LARGE = "envhub.body_too_large"
 _FIELDS = ("pid", "open", "opened", "expired", "refused")
 _STOP_S = 15.0  # how long the workers get to close their episodes before they are killed
 
@@ -137,14 +140,15 @@ class Worker:
 class _Replay:
     """An ASGI ``receive`` that hands over an already read body, then defers to the real one."""
 
-    def __init__(self, body: bytes, receive: Any) -> None:
+    def __init__(self, body: bytes, receive: Any, *, more: bool = False) -> None:
         self.body: bytes | None = body
         self.receive = receive
+        self.more = more
 
     async def __call__(self) -> Any:
         if self.body is not None:
             body, self.body = self.body, None
-            return {"type": "http.request", "body": body, "more_body": False}
+            return {"type": "http.request", "body": body, "more_body": self.more}
         return await self.receive()
 
 
@@ -163,42 +167,50 @@ class Router:
         if scope["type"] != "http":  # lifespan, and WebSockets: sessions that live on their connection
             await self.app(scope, receive, send)
             return
-        ident: str | None = None
         hop = False
-        mcp_session = None
+        session_header: str | None = None
+        mcp_session: bytes | None = None
         for name, value in scope["headers"]:
-            if name == b"x-session-id" or name == b"mcp-session-id":
-                ident = value.decode("latin-1").strip()
-                if name == b"mcp-session-id":
-                    mcp_session = value
+            if name == b"x-session-id":
+                session_header = value.decode("latin-1").strip()
+            elif name == b"mcp-session-id":
+                mcp_session = value
             elif name == HOP_HEADER:
                 hop = secrets.compare_digest(value, self.worker.hop_key)
+        # Where each protocol names its episode (a path that names one wins over a header).
         path: str = scope["path"]
+        ident: str | None = None
         body: bytes | None = None
-        if ident is None:
-            parts = path.split("/")
+        parts = path.split("/")
+        if path.startswith("/v1/"):
             if path.startswith("/v1/episodes/") and len(parts) >= 4:
                 ident = parts[3]
-            elif path.startswith("/mcp/") and len(parts) >= 6 and parts[4] == "episodes":
+        elif path.startswith("/mcp/"):
+            if len(parts) >= 6 and parts[4] == "episodes":
                 ident = parts[5]
-            elif path.startswith("/openenv/"):
-                if scope["method"] == "GET" and b"episode_id=" in scope["query_string"]:
-                    from urllib.parse import parse_qs
-                    ids = parse_qs(scope["query_string"].decode("latin-1")).get("episode_id")
-                    ident = ids[0] if ids else None
-                elif scope["method"] == "POST" and path.endswith("/step"):
-                    body = await self._read(scope, receive)
-                    if body is not None:
-                        ident = _episode_id(body)
-                        receive = _Replay(body, receive)
+            elif mcp_session is not None:
+                ident = mcp_session.decode("latin-1").strip()
+        elif path.startswith("/openenv/"):
+            if scope["method"] == "GET" and b"episode_id=" in scope["query_string"]:
+                ids = parse_qs(scope["query_string"].decode("latin-1")).get("episode_id")
+                ident = ids[0] if ids else None
+            elif scope["method"] == "POST" and path.endswith("/step"):
+                body, complete = await self._read(receive)
+                receive = _Replay(body, receive, more=not complete)
+                if not complete:
+                    await self._too_large(scope, receive, send)
+                    return
+                ident = _episode_id(body)
+        else:  # the Open Reward Standard's routes, under /ors or at the root
+            ident = session_header
         owner = owner_of(ident) if ident else None
         if owner is not None and owner[0] != self.worker.index and not hop and owner[0] < self.worker.count:
             if body is None:
-                body = await self._read(scope, receive)
-                if body is None:  # too large: this worker answers 413
-                    await self._local(scope, receive, send, mcp_session)
+                body, complete = await self._read(receive)
+                receive = _Replay(body, receive, more=not complete)
+                if not complete:
+                    await self._too_large(scope, receive, send)
                     return
-                receive = _Replay(body, receive)
             if await self._forward(owner[0], scope, body, send):
                 return
             # The owner is gone: this worker answers, and the id it does not know is lost.
@@ -223,22 +235,26 @@ class Router:
 
         await self.app(scope, receive, tagging_send)
 
-    async def _read(self, scope: Any, receive: Any) -> bytes | None:
-        """The whole request body, or ``None`` when it is over the limit (the app's own
-        check answers that request)."""
+    async def _too_large(self, scope: Any, receive: Any, send: Any) -> None:
+        """Answer 413 here, before any handler looks for the episode (which is elsewhere)."""
+        await self.app({**scope, TOO_LARGE: True}, receive, send)
+
+    async def _read(self, receive: Any) -> tuple[bytes, bool]:
+        """The request body, and whether it is complete: reading stops past the limit (the
+        app's own check then answers the request, given what was read and the rest)."""
         chunks: list[bytes] = []
         size = 0
         while True:
             message = await receive()
             if message["type"] != "http.request":
-                return b"".join(chunks)
+                return b"".join(chunks), True
             chunk = message.get("body", b"")
             size += len(chunk)
             chunks.append(chunk)
             if size > self.max_body_bytes:
-                return None
+                return b"".join(chunks), False
             if not message.get("more_body", False):
-                return b"".join(chunks)
+                return b"".join(chunks), True
 
     def _client(self, index: int) -> aiohttp.ClientSession:
         client = self._clients.get(index)
