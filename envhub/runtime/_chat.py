@@ -6,27 +6,33 @@ and 404 are answered at once with a :class:`~envhub.errors.PolicyError` that say
 So is a connection that cannot be made before the endpoint has ever answered this client: a
 wrong URL or a server that is not running fails in a moment, not after minutes of retries.
 
-Built on httpx2 (the httpx-compatible client huggingface_hub already installs), not on the
-``openai`` package: the request is one JSON POST, and retries must be ours to count and record.
+Requests go through an :class:`~envhub.runtime._http.HttpClient` (aiohttp from an event loop),
+not the ``openai`` package: the request is one JSON POST, and retries must be ours to count
+and record.
 """
 
 from __future__ import annotations
 
 import asyncio
-import email.utils
-import functools
 import json
-import random
-import ssl
 import time
 import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx2
+import orjson
 
 from envhub.errors import PolicyError
+from envhub.runtime._http import (
+    ConnectError,
+    HttpClient,
+    HttpResponse,
+    Timeout,
+    TransportError,
+    backoff,
+    retry_after,
+)
 from envhub.runtime._types import Message
 
 __all__ = ["DEFAULT_BASE_URL", "TOKEN_REQUEST_FIELDS", "ChatClient", "ChatResult"]
@@ -37,10 +43,8 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _RETRY_STATUSES = frozenset({408, 409, 429})
 #: A server asking for a longer pause than this is out of service; waiting is not a retry.
 _MAX_RETRY_AFTER_S = 120.0
-#: httpcore's pool scans every connection for every queued request, so one pool of 256
-#: connections costs O(256^2) per request at full load. Pools of this size, picked by load,
-#: keep the scan short (measured: ~1.8x the requests/s of one pool at concurrency 256).
-_CONNECTIONS_PER_POOL = 16
+#: Kept for callers that read ``Retry-After`` as this module did: one parser, in _http.
+_retry_after = retry_after
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,12 +76,14 @@ class ChatClient:
     requests go to ``{base_url}/chat/completions``. ``max_retries`` counts retries after the
     first attempt. ``backoff_base_s`` is the first pause; each retry doubles it, up to
     ``backoff_max_s``, less up to 25% jitter. ``max_connections`` bounds open connections
-    (size it to the runner's concurrency). Pass ``http`` to use your own ``httpx2.AsyncClient``
-    (it is then yours to close).
+    (size it to the runner's concurrency). Pass ``http``, an
+    :class:`~envhub.runtime._http.HttpClient`, to share its connections with other clients of
+    the run (it is then yours to close, and its ``max_connections`` applies); without one the
+    client makes its own and closes it in :meth:`aclose`.
 
-    The client is safe to share between the tasks of one event loop. Its connection pools
-    belong to the loop that first used them; used from another loop (a later ``asyncio.run``),
-    it opens new ones rather than reuse connections bound to a closed loop.
+    The client is safe to share between the tasks of one event loop. Its connections belong
+    to the loop that first used them; used from another loop (a later ``asyncio.run``), it
+    opens new ones rather than reuse connections bound to a closed loop.
     """
 
     def __init__(
@@ -91,7 +97,7 @@ class ChatClient:
         backoff_max_s: float = 30.0,
         max_connections: int = 256,
         headers: Mapping[str, str] | None = None,
-        http: httpx2.AsyncClient | None = None,
+        http: HttpClient | None = None,
     ) -> None:
         if max_retries < 0:
             raise ValueError(f"max_retries must be >= 0, got {max_retries}")
@@ -100,16 +106,12 @@ class ChatClient:
         self.max_retries = max_retries
         self.backoff_base_s = backoff_base_s
         self.backoff_max_s = backoff_max_s
-        self._timeout = httpx2.Timeout(timeout, pool=None)  # waiting for a free connection is not a failure
-        self._max_connections = max(1, max_connections)
+        self._timeout_s = timeout  # waiting for a free connection is not a failure (HttpClient's rule)
         self._headers = {"Content-Type": "application/json", **(headers or {})}
         if api_key:
             self._headers["Authorization"] = f"Bearer {api_key}"
         self._own_http = http is None
-        self._pools: list[httpx2.AsyncClient] = [http] if http is not None else []
-        self._in_flight: list[int] = [0] * len(self._pools)
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._sync: httpx2.Client | None = None
+        self._http = http if http is not None else HttpClient(max_connections=max_connections, timeout_s=timeout)
         #: Whether the endpoint has answered (any status) since this client was made: until
         #: it has, a refused connection is a wrong URL or a server that is not up, not a blip.
         self._answered = False
@@ -119,13 +121,20 @@ class ChatClient:
 
     # --- the request --------------------------------------------------------------------
 
-    def _payload(self, model: str, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]] | None,
-                 sampling: Mapping[str, Any]) -> dict[str, Any]:
+    def _body(self, model: str, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]] | None,
+              sampling: Mapping[str, Any]) -> bytes:
+        """The request's JSON, encoded once for every attempt. Raises :class:`PolicyError` for
+        a value JSON cannot hold."""
         payload: dict[str, Any] = {"model": model, "messages": list(messages)}
         if tools:  # some servers reject "tools": [] outright
             payload["tools"] = list(tools)
         payload.update((k, v) for k, v in sampling.items() if v is not None)
-        return payload
+        try:
+            return orjson.dumps(payload, default=_jsonable)
+        except TypeError as e:
+            raise PolicyError(f"POST {self.url}: the request cannot be sent as JSON: {e}",
+                              hint="messages, tools and sampling parameters must hold JSON values "
+                                   "(str, numbers, bools, None, lists, dicts)") from None
 
     async def complete(self, *, model: str, messages: Sequence[Message],
                        tools: Sequence[Mapping[str, Any]] | None = None, **sampling: Any) -> ChatResult:
@@ -135,24 +144,21 @@ class ChatClient:
         ``None`` values are dropped). Raises :class:`PolicyError` for a request the endpoint
         refuses, a reply that is not a chat completion, or a failure that outlives the retries.
         """
-        payload = self._payload(model, messages, tools, sampling)
+        content = self._body(model, messages, tools, sampling)
         start = time.perf_counter()
         attempt = 0
         while True:
             attempt += 1
-            index, http = self._pool()
-            self._in_flight[index] += 1
             try:
-                response = await http.post(self.url, json=payload, headers=self._headers, timeout=self._timeout)
-            except httpx2.TransportError as e:
-                failure: httpx2.Response | httpx2.TransportError = e
+                response = await self._http.request("POST", self.url, content=content, headers=self._headers,
+                                                     timeout_s=self._timeout_s)
+            except TransportError as e:
+                failure: HttpResponse | TransportError = e
             else:
                 self._answered = True
-                if response.status_code == 200:
+                if response.status == 200:
                     return self._result(response, start, attempt)
                 failure = response
-            finally:
-                self._in_flight[index] -= 1
             delay = self._retry_delay(failure, attempt)
             if delay is None:
                 raise self._error(failure, attempt)
@@ -162,21 +168,19 @@ class ChatClient:
                       tools: Sequence[Mapping[str, Any]] | None = None, **sampling: Any) -> ChatResult:
         """:meth:`complete` for synchronous callers (a verifier's ``score``), with the same
         retries and errors, on a blocking connection pool of its own."""
-        payload = self._payload(model, messages, tools, sampling)
-        if self._sync is None:
-            self._sync = httpx2.Client(timeout=self._timeout, verify=_ssl_context(), limits=httpx2.Limits(
-                max_connections=self._max_connections, max_keepalive_connections=self._max_connections))
+        content = self._body(model, messages, tools, sampling)
         start = time.perf_counter()
         attempt = 0
         while True:
             attempt += 1
             try:
-                response = self._sync.post(self.url, json=payload, headers=self._headers)
-            except httpx2.TransportError as e:
-                failure: httpx2.Response | httpx2.TransportError = e
+                response = self._http.request_sync("POST", self.url, content=content, headers=self._headers,
+                                                   timeout_s=self._timeout_s)
+            except TransportError as e:
+                failure: HttpResponse | TransportError = e
             else:
                 self._answered = True
-                if response.status_code == 200:
+                if response.status == 200:
                     return self._result(response, start, attempt)
                 failure = response
             delay = self._retry_delay(failure, attempt)
@@ -184,28 +188,9 @@ class ChatClient:
                 raise self._error(failure, attempt)
             time.sleep(delay)
 
-    def _pool(self) -> tuple[int, httpx2.AsyncClient]:
-        """The least busy connection pool of the running loop, opening the pools on first use."""
-        if self._own_http:
-            loop = asyncio.get_running_loop()
-            if loop is not self._loop:
-                # Pools opened by another (finished) loop hold connections bound to it.
-                self._loop = loop
-                count = -(-self._max_connections // _CONNECTIONS_PER_POOL)
-                size = -(-self._max_connections // count)
-                limits = httpx2.Limits(max_connections=size, max_keepalive_connections=size)
-                verify = _ssl_context()
-                self._pools = [httpx2.AsyncClient(timeout=self._timeout, limits=limits, verify=verify)
-                               for _ in range(count)]
-                self._in_flight = [0] * count
-        if len(self._pools) == 1:
-            return 0, self._pools[0]
-        index = min(range(len(self._pools)), key=self._in_flight.__getitem__)
-        return index, self._pools[index]
-
     # --- the reply ----------------------------------------------------------------------
 
-    def _result(self, response: httpx2.Response, start: float, attempts: int) -> ChatResult:
+    def _result(self, response: HttpResponse, start: float, attempts: int) -> ChatResult:
         try:
             body = response.json()
             choice = body["choices"][0]
@@ -231,37 +216,36 @@ class ChatClient:
             logprobs=logprobs,
         )
 
-    def _retry_delay(self, failure: httpx2.Response | httpx2.TransportError, attempt: int) -> float | None:
+    def _retry_delay(self, failure: HttpResponse | TransportError, attempt: int) -> float | None:
         """Seconds to wait before the next attempt, or None when there is none to make."""
         if attempt > self.max_retries:
             return None
-        if isinstance(failure, httpx2.ConnectError) and not self._answered:
+        if isinstance(failure, ConnectError) and not self._answered:
             return None  # never reached: retrying a wrong URL or a stopped server only delays the error
-        if isinstance(failure, httpx2.Response):
-            if failure.status_code not in _RETRY_STATUSES and failure.status_code < 500:
+        if isinstance(failure, HttpResponse):
+            if failure.status not in _RETRY_STATUSES and failure.status < 500:
                 return None
-            retry_after = _retry_after(failure.headers)
-            if retry_after is not None and retry_after <= _MAX_RETRY_AFTER_S:
-                return retry_after
-        backoff = min(self.backoff_max_s, self.backoff_base_s * 2.0 ** (attempt - 1))
-        return backoff * (1 - 0.25 * random.random())  # jitter: clients that failed together retry apart
+            asked = retry_after(failure.headers, limit=_MAX_RETRY_AFTER_S)
+            if asked is not None:
+                return asked
+        return backoff(attempt, self.backoff_base_s, self.backoff_max_s)
 
-    def _error(self, failure: httpx2.Response | httpx2.TransportError, attempts: int) -> PolicyError:
+    def _error(self, failure: HttpResponse | TransportError, attempts: int) -> PolicyError:
         tries = f" after {attempts} attempts" if attempts > 1 else ""
-        if isinstance(failure, httpx2.ConnectError) and not self._answered:
+        if isinstance(failure, ConnectError) and not self._answered:
             return PolicyError(
                 f"POST {self.url} failed: cannot connect to {self.base_url}: {failure or 'no detail'}",
                 hint="check the base URL (--base-url, OPENAI_BASE_URL) and that the server is running and reachable",
             )
-        if isinstance(failure, httpx2.TransportError):
-            kind = "timed out" if isinstance(failure, httpx2.TimeoutException) else "failed"
+        if isinstance(failure, TransportError):
+            kind = "timed out" if isinstance(failure, Timeout) else "failed"
             return PolicyError(
                 f"POST {self.url} {kind}{tries}: {type(failure).__name__}: {failure or 'no detail'}",
                 hint="check the base URL and that the server is running and reachable; "
                      "raise the timeout or allow more retries for a slow server",
             )
-        status = failure.status_code
-        message = f"POST {self.url} failed with {status} {failure.reason_phrase}{tries}: {_server_message(failure)}"
+        status = failure.status
+        message = f"POST {self.url} failed with {status} {failure.reason}{tries}: {_server_message(failure)}"
         hint = _HINTS.get(status)
         if hint is None:
             hint = ("the endpoint is overloaded or failing; lower the concurrency (-c) or allow more retries"
@@ -274,19 +258,12 @@ class ChatClient:
     async def aclose(self) -> None:
         """Close the connections this client opened (not an ``http`` client passed in)."""
         if self._own_http:
-            pools, loop, self._pools, self._loop = self._pools, self._loop, [], None
-            # Connections opened by a loop that has finished cannot be closed from this one;
-            # they went with their loop.
-            if loop is asyncio.get_running_loop():
-                for pool in pools:
-                    await pool.aclose()
-        self.close_sync()
+            await self._http.aclose()
 
     def close_sync(self) -> None:
-        """Close the blocking pool of :meth:`complete_sync`."""
-        if self._sync is not None:
-            self._sync.close()
-            self._sync = None
+        """Close the blocking pool of :meth:`complete_sync` (not an ``http`` client's passed in)."""
+        if self._own_http:
+            self._http.close_sync()
 
     async def __aenter__(self) -> ChatClient:
         return self
@@ -304,10 +281,14 @@ _HINTS = {
 }
 
 
-@functools.lru_cache(maxsize=1)
-def _ssl_context() -> ssl.SSLContext:
-    """One verifying SSL context for every pool: loading the CA bundle costs ~40 ms a time."""
-    return httpx2.create_ssl_context()
+def _jsonable(value: Any) -> Any:
+    """What orjson does not encode itself but a request may hold: any other mapping or
+    sequence (a ``MappingProxyType``, a tuple subclass)."""
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        return list(value)
+    raise TypeError(f"Type is not JSON serializable: {type(value).__name__}")
 
 
 def _assistant_message(raw: Mapping[str, Any]) -> Message:
@@ -419,29 +400,7 @@ def _ids_from_tokens(tokens: list[Any]) -> list[int] | None:
     return ids
 
 
-def _retry_after(headers: httpx2.Headers) -> float | None:
-    """``Retry-After`` (seconds or an HTTP date) or ``retry-after-ms``, in seconds."""
-    value = headers.get("retry-after-ms")
-    if value:
-        try:
-            return max(0.0, float(value) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
-
-
-def _server_message(response: httpx2.Response) -> str:
+def _server_message(response: HttpResponse) -> str:
     """The error message the server sent: OpenAI's ``{"error": {"message"}}`` and common variants."""
     try:
         body = response.json()
