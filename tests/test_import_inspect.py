@@ -28,6 +28,7 @@ TASKS = '''\
 from pathlib import Path
 
 from inspect_ai import Task, task
+from inspect_ai.model import ChatMessageSystem, ChatMessageUser
 from inspect_ai.dataset import FieldSpec, MemoryDataset, Sample, csv_dataset, json_dataset
 from inspect_ai.scorer import choice, exact, f1, includes, match, model_graded_fact, pattern, scorer, Score, accuracy
 from inspect_ai.solver import generate, multiple_choice, system_message, use_tools
@@ -61,6 +62,8 @@ def capitals():
     return Task(dataset=MemoryDataset([
         Sample(input="What is the capital of France?", target="Paris", id="fr"),
         Sample(input="Name a capital on the Danube.", target=["Vienna", "Budapest", "Bratislava"], id="danube"),
+        Sample(input=[ChatMessageSystem(content="Be brief."), ChatMessageUser(content="Capital of Italy?")],
+               target="Rome", id="it"),
     ]), scorer=includes())
 
 
@@ -118,7 +121,7 @@ QUIZ = "id,question,a,b,c,answer\nq1,Which is a fruit?,Rock,Apple,Car,B\nq2,Whic
 OUTPUTS = {
     "arith": ["42", "The answer is 42.", "It is $1,234", "42 or 43", "2.50", "43", "", "forty-two"],
     "quiz": ["ANSWER: B", "ANSWER: b", "I think ANSWER: A", "B", "ANSWER: B, C", "Apple", "**ANSWER: B**"],
-    "capitals": ["Paris", "It's PARIS!", "Bratislava, of course", "London", "vienna"],
+    "capitals": ["Paris", "It's PARIS!", "Bratislava, of course", "London", "vienna", "Rome."],
     "overlap": ["William Shakespeare", "Shakespeare", "Christopher Marlowe", "william shakespeare wrote it"],
     "exactly": ["Color", "color", "Colour", " Color. "],
 }
@@ -157,7 +160,8 @@ def inspect_verdict(task: Any, sample: Any, output: str) -> float:
 
     async def run() -> float:
         state = TaskState(model=ModelName("mockllm/model"), sample_id=sample.id, epoch=1, input=sample.input,
-                          messages=[ChatMessageUser(content=sample.input)], target=Target(sample.target),
+                          messages=[ChatMessageUser(content=sample.input)] if isinstance(sample.input, str)
+                          else list(sample.input), target=Target(sample.target),
                           choices=sample.choices, metadata=sample.metadata)
 
         async def generate(state: TaskState, **kwargs: Any) -> TaskState:
@@ -222,6 +226,20 @@ def test_envhub_rewards_equal_inspect_verdicts(source: Path, tmp_path: Path, nam
             verdicts.add(expected)
             assert env.score(envhub_task, output).reward == pytest.approx(expected), (sample.id, output)
     assert len(verdicts) > 1  # the outputs are not all scored alike: the comparison can fail
+
+
+def test_chat_input_and_the_json_report(source: Path, tmp_path: Path) -> None:
+    report = import_inspect(f"{source}@capitals", tmp_path / "capitals", name="acme/capitals")
+    rows = {r["id"]: r for r in records(tmp_path / "capitals" / "tasks" / "test.jsonl")}
+    assert rows["it"]["prompt"] == [{"role": "system", "content": "Be brief."},
+                                    {"role": "user", "content": "Capital of Italy?"}]
+    assert rows["danube"]["target"] == ["Vienna", "Budapest", "Bratislava"]
+    assert rows["danube"]["reference"] == "Vienna"
+    assert json.loads(json.dumps(report.to_dict())) == {
+        "kind": "inspect", "name": "acme/capitals", "out": str(tmp_path / "capitals"), "split": "test",
+        "task": "capitals", "scorer": "includes", "verifier": "python", "tasks": 3, "references": 3,
+        "kept": report.kept, "dropped": []}
+    assert report.summary() == "task capitals, scorer includes, 3 task(s)"
 
 
 def test_what_does_not_carry_over_is_reported(source: Path, tmp_path: Path) -> None:

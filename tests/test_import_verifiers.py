@@ -255,11 +255,32 @@ CUSTOM_ONLY = TRIVIA.replace("return float(trace.last_reply.lower() == self.data
     '"model": "openai/judge-2025-01-01"}]', "[]")
 
 
+ENDLESS = TRIVIA.replace("class TriviaTaskset(vf.Taskset[TriviaTask, TriviaConfig]):\n    def load(self):", """\
+class EndlessTaskset(vf.Taskset[TriviaTask, TriviaConfig]):
+    INFINITE = True
+
+    def load(self):
+        import itertools
+        for i in itertools.count():
+            yield TriviaTask(TriviaData(id=f"n{i}", prompt=f"What is {i} plus 1?", answer=str(i + 1)), self.config.task)
+
+    def unused(self):""")
+
+
+def test_an_endless_taskset_is_imported_up_to_the_limit(tmp_path: Path, on_path: None) -> None:
+    src = write_package(tmp_path / "src", "endless_env", "EndlessTaskset", ENDLESS)
+    report = import_verifiers(str(src), tmp_path / "out", limit=4)
+    assert [r["id"] for r in records(tmp_path / "out" / "tasks" / "test.jsonl")] == ["n0", "n1", "n2", "n3"]
+    assert json.loads(json.dumps(report.to_dict()))["tasks"] == 4  # the --json form is JSON
+    assert report.summary() == "EndlessTaskset, 3 criteria, 4 task(s)"
+
+
 @pytest.mark.parametrize(("case", "message"), [
     ("no-package", "no Python package in this directory; a verifiers environment is one package"),
     ("no-taskset", "not a verifiers environment: the package empty_env exports no Taskset subclass in __all__"),
     ("load-raises", "loading the taskset BrokenTaskset raised RuntimeError: no data here"),
     ("import-raises", "importing the package bad_env raised ModuleNotFoundError: No module named 'nowhere_at_all'"),
+    ("endless", "EndlessTaskset yields tasks without end"),
     ("custom-rewards", "no reward of TriviaTaskset's tasks maps to an envhub verifier: reward `boxed` (weight 0.25): "
                        "custom code: its return is not an exact match of trace.last_reply and a task field, nor "
                        "verify_boxed_math_answer(trace.last_reply, a task field); reward `exact` (weight 0.25): custom "
@@ -280,6 +301,8 @@ def test_a_bad_source_is_refused_naming_it(tmp_path: Path, case: str, message: s
         """))
     elif case == "import-raises":
         src = write_package(src, "bad_env", "X", "import nowhere_at_all\n")
+    elif case == "endless":
+        src = write_package(src, "endless_env", "EndlessTaskset", ENDLESS)
     elif case == "custom-rewards":
         src = write_package(src, "custom_env", "TriviaTaskset", CUSTOM_ONLY)
     out = tmp_path / "out"
