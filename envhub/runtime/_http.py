@@ -56,6 +56,7 @@ __all__ = [
     "Timeout",
     "TransportError",
     "backoff",
+    "jitter",
     "retry_after",
 ]
 
@@ -306,8 +307,9 @@ def backoff(attempt: int, base_s: float, max_s: float) -> float:
 
 
 def jitter(seconds: float) -> float:
-    """``seconds`` less up to 25%."""
-    return seconds * (1 - 0.25 * random.random())
+    """A pause a server asked for, plus up to 25%: clients it refused together come back apart,
+    and none before it asked."""
+    return seconds * (1 + 0.25 * random.random())
 
 
 def _origin(url: str) -> str:

@@ -16,21 +16,29 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import random
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self, TypeVar, cast, overload
 from urllib.parse import quote, unquote, urlsplit
 
-import httpx2
 import orjson
 
 from envhub._version import __version__
 from envhub.errors import EnvhubError, EnvNotFoundError, InvalidIdError, UsageError
 from envhub.manifest import Manifest, parse_manifest
-from envhub.runtime._chat import _ssl_context  # one CA bundle load per process, shared with ChatClient
 from envhub.runtime._environment import reference_turns
+from envhub.runtime._http import (
+    ConnectError,
+    ConnectTimeout,
+    HttpClient,
+    HttpResponse,
+    Timeout,
+    TransportError,
+    backoff,
+    jitter,
+    retry_after,
+)
 from envhub.runtime._protocols import SplitInfo
 from envhub.runtime._types import (
     Action,
@@ -70,11 +78,8 @@ __all__ = ["RemoteEnvironment", "RemoteEpisode", "RemoteError", "load_remote"]
 PAGE = MAX_PAGE
 #: Retry statuses: the server did nothing (too many open episodes; unavailable).
 _RETRY_STATUSES = frozenset({429, 503})
+#: The longest Retry-After honoured; a longer one falls back to the backoff.
 _MAX_RETRY_AFTER_S = 30.0
-#: Connections per httpx2 pool: httpcore scans every connection of a pool for each queued
-#: request, so several small pools serve high concurrency better than one large one (the same
-#: measurement as ChatClient's).
-_CONNECTIONS_PER_POOL = 16
 #: Shorter than the server's keep-alive (75 s), so a pooled connection is dropped by the
 #: client before the server closes it under a request.
 _KEEPALIVE_S = 30.0
@@ -92,35 +97,39 @@ class RemoteError(EnvhubError):
 
 
 def load_remote(url: str, *, settings: Settings, token: str | None = None, max_connections: int = 256,
-                max_retries: int = 4, timeout_s: float = 600.0, busy_wait_s: float = 120.0) -> RemoteEnvironment:
+                max_retries: int = 4, timeout_s: float = 600.0, busy_wait_s: float = 120.0,
+                http: HttpClient | None = None) -> RemoteEnvironment:
     """The environment ``NAMESPACE/NAME`` that the ``envhub serve`` at ``url``
     (``http[s]://HOST:PORT[/PREFIX]/NAMESPACE/NAME[@VERSION]``) serves.
 
     ``token`` (default: ``ENVHUB_SERVE_TOKEN``) is sent as a bearer token; held-out splits
     need one. A failed connection is retried ``max_retries`` times; a server at its limit
-    of open episodes (429) is waited for up to ``busy_wait_s`` seconds.
+    of open episodes (429) is waited for up to ``busy_wait_s`` seconds. ``http`` shares an
+    :class:`~envhub.runtime._http.HttpClient`'s connections with the run's other clients (it is
+    then the caller's to close, and its ``max_connections`` applies); without one the
+    environment makes its own, closed by :meth:`RemoteEnvironment.aclose`.
 
     Raises :class:`UsageError` for a URL that names no environment, :class:`EnvNotFoundError`
     when the server does not serve it (or not at the version asked for), and
     :class:`RemoteError` when the server cannot be reached or refuses.
     """
     base, ref = _parse_url(url)
-    http = _Http(base, token if token is not None else settings.serve_token, max_connections=max_connections,
-                 max_retries=max_retries, timeout_s=timeout_s, busy_wait_s=busy_wait_s)
+    server = _Http(base, token if token is not None else settings.serve_token, max_connections=max_connections,
+                   max_retries=max_retries, timeout_s=timeout_s, busy_wait_s=busy_wait_s, client=http)
     path = f"{PREFIX}/environments/{ref.name}"
     try:
-        detail = _decoded(EnvironmentDetail.from_json, http.request("GET", path), f"{base}{path}")
+        detail = _decoded(EnvironmentDetail.from_json, server.request("GET", path), f"{base}{path}")
     except BaseException:
-        http.close()
+        server.close()
         raise
     version = detail.version
     if (ref.version is not None or ref.specifier is not None) and not ref.accepts(version):
-        http.close()
+        server.close()
         wanted = f"@{ref.version}" if ref.version is not None else str(ref.specifier)
         raise EnvNotFoundError(f"{base} serves {ref.name} {version}, not {ref.name}{wanted}",
                                hint=f"load {base}/{ref.name} (any version), "
                                     "or a server that serves the version you need")
-    return RemoteEnvironment(f"{base}/{ref.name}", path, detail, http)
+    return RemoteEnvironment(f"{base}/{ref.name}", path, detail, server)
 
 
 def _parse_url(url: str) -> tuple[str, Any]:
@@ -532,11 +541,12 @@ def _manifest(text: Any, url: str) -> Manifest:
 
 
 class _Http:
-    """JSON requests to one server, sync (``request``) and async (``arequest``), with the
-    bearer token, retries of what is safe to retry, and errors as envhub errors."""
+    """The serve protocol's requests to one server, sync (``request``) and async
+    (``arequest``), through an :class:`HttpClient`: JSON bodies, the bearer token, retries of
+    what is safe to retry, and the server's refusals as envhub errors."""
 
     def __init__(self, base_url: str, token: str | None, *, max_connections: int, max_retries: int,
-                 timeout_s: float, busy_wait_s: float) -> None:
+                 timeout_s: float, busy_wait_s: float, client: HttpClient | None = None) -> None:
         self.base_url = base_url
         self.max_retries = max_retries
         self.busy_wait_s = busy_wait_s
@@ -544,26 +554,19 @@ class _Http:
                          "User-Agent": f"envhub/{__version__}"}
         if token:
             self._headers["Authorization"] = f"Bearer {token}"
-        self._timeout = httpx2.Timeout(timeout_s, connect=min(10.0, timeout_s), pool=None)
-        self._max_connections = max(1, max_connections)
-        self._sync: httpx2.Client | None = None
-        self._pools: list[httpx2.AsyncClient] = []
-        self._in_flight: list[int] = []
-        self._loop: asyncio.AbstractEventLoop | None = None
+        self._timeout_s = timeout_s
+        self._own_client = client is None
+        self._client = client if client is not None else HttpClient(
+            max_connections=max_connections, timeout_s=timeout_s, connect_timeout_s=min(10.0, timeout_s),
+            keepalive_s=_KEEPALIVE_S)
 
     def __repr__(self) -> str:  # never the token
         return f"_Http({self.base_url!r})"
-
-    def _limits(self, size: int) -> httpx2.Limits:
-        return httpx2.Limits(max_connections=size, max_keepalive_connections=size, keepalive_expiry=_KEEPALIVE_S)
 
     # -- requests -----------------------------------------------------------------------
 
     def request(self, method: str, path: str, body: Any = None, *, params: Mapping[str, Any] | None = None,
                 idempotent: bool | None = None) -> dict[str, Any]:
-        if self._sync is None:
-            self._sync = httpx2.Client(timeout=self._timeout, limits=self._limits(self._max_connections),
-                                       verify=_ssl_context())
         content = orjson.dumps(body) if body is not None else None
         url = self.base_url + path
         attempt = 0
@@ -571,14 +574,15 @@ class _Http:
         while True:
             attempt += 1
             try:
-                response = self._sync.request(method, url, content=content, params=params, headers=self._headers)
-            except httpx2.TransportError as e:
+                response = self._client.request_sync(method, url, content=content, params=params,
+                                                     headers=self._headers, timeout_s=self._timeout_s)
+            except TransportError as e:
                 delay = self._retry(e, attempt, started, method, idempotent)
                 if delay is None:
                     raise self._unreachable(method, url, e) from None
                 time.sleep(delay)
                 continue
-            if response.status_code < 400:
+            if response.status < 400:
                 return _json(response, method, url)
             delay = self._retry(response, attempt, started, method, idempotent)
             if delay is None:
@@ -593,19 +597,16 @@ class _Http:
         started = time.monotonic()
         while True:
             attempt += 1
-            index, client = self._pool()
-            self._in_flight[index] += 1
             try:
-                response = await client.request(method, url, content=content, params=params, headers=self._headers)
-            except httpx2.TransportError as e:
+                response = await self._client.request(method, url, content=content, params=params,
+                                                      headers=self._headers, timeout_s=self._timeout_s)
+            except TransportError as e:
                 delay = self._retry(e, attempt, started, method, idempotent)
                 if delay is None:
                     raise self._unreachable(method, url, e) from None
                 await asyncio.sleep(delay)
                 continue
-            finally:
-                self._in_flight[index] -= 1
-            if response.status_code < 400:
+            if response.status < 400:
                 return _json(response, method, url)
             delay = self._retry(response, attempt, started, method, idempotent)
             if delay is None:
@@ -621,7 +622,7 @@ class _Http:
         with contextlib.suppress(EnvhubError):
             await self.arequest("DELETE", f"{PREFIX}/episodes/{episode_id}")
 
-    def _retry(self, failure: httpx2.Response | httpx2.TransportError, attempt: int, started: float, method: str,
+    def _retry(self, failure: HttpResponse | TransportError, attempt: int, started: float, method: str,
                idempotent: bool | None) -> float | None:
         """Seconds before the next attempt, or None when there is none to make.
 
@@ -630,80 +631,52 @@ class _Http:
         A failed connection and 503 are retried ``max_retries`` times with backoff; another
         transport failure only for an idempotent request, since a step may have reached the
         server."""
-        if isinstance(failure, httpx2.Response):
-            if failure.status_code not in _RETRY_STATUSES:
+        if isinstance(failure, HttpResponse):
+            if failure.status not in _RETRY_STATUSES:
                 return None
-            delay = _retry_after(failure) or min(5.0, 0.1 * 2 ** (attempt - 1))
-            if failure.status_code == 429:
+            asked = retry_after(failure.headers, limit=_MAX_RETRY_AFTER_S)
+            delay = jitter(asked) if asked else backoff(attempt, 0.1, 5.0)
+            if failure.status == 429:
                 return delay if time.monotonic() + delay - started <= self.busy_wait_s else None
         else:
             if idempotent is None:
                 idempotent = method in ("GET", "DELETE")
-            if not (idempotent or isinstance(failure, (httpx2.ConnectError, httpx2.ConnectTimeout))):
+            if not (idempotent or isinstance(failure, (ConnectError, ConnectTimeout))):
                 return None
-            delay = min(5.0, 0.1 * 2 ** (attempt - 1))
+            delay = backoff(attempt, 0.1, 5.0)
         if attempt > self.max_retries:
             return None
-        return delay * (1 - 0.25 * random.random())  # jitter: clients refused together retry apart
+        return delay
 
-    def _unreachable(self, method: str, url: str, e: httpx2.TransportError) -> RemoteError:
-        kind = "timed out" if isinstance(e, httpx2.TimeoutException) else "failed"
+    def _unreachable(self, method: str, url: str, e: TransportError) -> RemoteError:
+        kind = "timed out" if isinstance(e, Timeout) else "failed"
         return RemoteError(f"{method} {url} {kind}: {type(e).__name__}: {e or 'no detail'}",
                            hint=f"check that 'envhub serve' is running at {self.base_url} and reachable from here")
 
-    def _pool(self) -> tuple[int, httpx2.AsyncClient]:
-        """The least busy connection pool of the running loop, opened on first use. Pools
-        opened by another loop (an earlier ``asyncio.run``) hold connections bound to it."""
-        loop = asyncio.get_running_loop()
-        if loop is not self._loop:
-            self._loop = loop
-            count = -(-self._max_connections // _CONNECTIONS_PER_POOL)
-            size = -(-self._max_connections // count)
-            verify = _ssl_context()
-            self._pools = [httpx2.AsyncClient(timeout=self._timeout, limits=self._limits(size), verify=verify)
-                           for _ in range(count)]
-            self._in_flight = [0] * count
-        if len(self._pools) == 1:
-            return 0, self._pools[0]
-        index = min(range(len(self._pools)), key=self._in_flight.__getitem__)
-        return index, self._pools[index]
-
     async def aclose(self) -> None:
-        pools, loop, self._pools, self._loop = self._pools, self._loop, [], None
-        if loop is asyncio.get_running_loop():
-            for pool in pools:
-                await pool.aclose()
-        self.close()
+        if self._own_client:
+            await self._client.aclose()
 
     def close(self) -> None:
-        if self._sync is not None:
-            self._sync.close()
-            self._sync = None
+        if self._own_client:
+            self._client.close_sync()
 
 
-def _retry_after(response: httpx2.Response) -> float | None:
-    value = response.headers.get("retry-after")
-    try:
-        return min(_MAX_RETRY_AFTER_S, max(0.0, float(value))) * (1 + 0.25 * random.random()) if value else None
-    except ValueError:
-        return None
-
-
-def _json(response: httpx2.Response, method: str, url: str) -> dict[str, Any]:
+def _json(response: HttpResponse, method: str, url: str) -> dict[str, Any]:
     try:
         data = orjson.loads(response.content)
     except orjson.JSONDecodeError:
         data = None
     if not isinstance(data, dict):
-        raise RemoteError(f"{method} {url} answered {response.status_code} but not with a JSON object: "
+        raise RemoteError(f"{method} {url} answered {response.status} but not with a JSON object: "
                           f"{response.text[:200]!r}",
-                          hint="check that the URL points at an 'envhub serve' server", status=response.status_code)
+                          hint="check that the URL points at an 'envhub serve' server", status=response.status)
     return data
 
 
-def _error(response: httpx2.Response, method: str, url: str) -> EnvhubError:
+def _error(response: HttpResponse, method: str, url: str) -> EnvhubError:
     """The envhub error for a refusal: 404 not found, 400 and 413 bad input, others RemoteError."""
-    status = response.status_code
+    status = response.status
     try:
         error = ErrorBody.from_json(orjson.loads(response.content), status)
     except orjson.JSONDecodeError:
