@@ -243,6 +243,31 @@ def test_mcp_sessions_cross_workers(server: Server) -> None:
     assert anyio.run(many) == [1.0] * 8
 
 
+def test_a_forwarded_event_stream_ends_when_its_client_goes(server: Server) -> None:
+    a = on_worker(server, 0)
+    accept = {"Accept": "application/json, text/event-stream"}
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    session = a.post("/mcp/acme/calc", json=init, headers=accept).headers["mcp-session-id"]
+    headers = {"Accept": "text/event-stream", "mcp-session-id": session, "mcp-protocol-version": "2025-06-18"}
+    # The session's one stream of server events, opened through worker 1, which forwards it.
+    b = on_worker(server, 1)
+    with b.stream("GET", "/mcp/acme/calc", headers=headers) as stream:
+        assert stream.status_code == 200 and stream.headers["content-type"].startswith("text/event-stream")
+        # While it is open, the MCP SDK refuses a second one (positive control).
+        second = on_worker(server, 1)
+        with second.stream("GET", "/mcp/acme/calc", headers=headers) as other:
+            assert other.status_code == 409
+    b.close()  # the client goes: worker 1 drops its forwarded request, worker 0 ends the stream
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        with on_worker(server, 1).stream("GET", "/mcp/acme/calc", headers=headers) as again:
+            if again.status_code == 200:
+                break
+        time.sleep(0.1)
+    assert again.status_code == 200
+
+
 def test_max_episodes_holds_for_the_server_as_a_whole(bundles: dict[str, Path], tmp_path: Path) -> None:
     s = _start(bundles, tmp_path, "--max-episodes", "3")
     try:

@@ -20,6 +20,7 @@ memory the workers share, so ``max-episodes`` holds for the server as a whole an
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ctypes
 import logging
@@ -177,6 +178,7 @@ class Router:
                 mcp_session = value
             elif name == HOP_HEADER:
                 hop = secrets.compare_digest(value, self.worker.hop_key)
+        raw_receive = receive
         # Where each protocol names its episode (a path that names one wins over a header).
         path: str = scope["path"]
         ident: str | None = None
@@ -211,7 +213,7 @@ class Router:
                 if not complete:
                     await self._too_large(scope, receive, send)
                     return
-            if await self._forward(owner[0], scope, body, send):
+            if await self._forward(owner[0], scope, body, send, disconnected=raw_receive):
                 return
             # The owner is gone: this worker answers, and the id it does not know is lost.
         await self._local(scope, receive, send, mcp_session)
@@ -269,9 +271,11 @@ class Router:
             self._clients[index] = client
         return client
 
-    async def _forward(self, index: int, scope: Any, body: bytes, send: Any) -> bool:
+    async def _forward(self, index: int, scope: Any, body: bytes, send: Any, *, disconnected: Any) -> bool:
         """Send the request to worker ``index`` and its answer back; ``False`` if that
-        worker cannot be reached (nothing has been sent then)."""
+        worker cannot be reached (nothing has been sent then). ``disconnected`` is the
+        request's ``receive``, its body read: it returns when the client goes away, and then
+        the forwarded request is dropped too (a stream of events may never end)."""
         import aiohttp
         from multidict import CIMultiDict
         from yarl import URL
@@ -289,6 +293,18 @@ class Router:
         except (aiohttp.ClientConnectionError, OSError) as e:
             log.debug("worker %d cannot be reached: %s", index, e)
             return False
+
+        async def watch() -> None:
+            while (await disconnected())["type"] != "http.disconnect":
+                pass
+
+        watcher = asyncio.ensure_future(watch())
+        # The client went away: drop the forwarded request (a normal end keeps the connection).
+        def drop(done: asyncio.Future[None]) -> None:
+            if not done.cancelled():
+                response.close()
+
+        watcher.add_done_callback(drop)
         async with response:
             await send({"type": "http.response.start", "status": response.status,
                         "headers": [(n.lower(), v) for n, v in response.raw_headers
@@ -297,7 +313,10 @@ class Router:
                 async for chunk in response.content.iter_any():
                     await send({"type": "http.response.body", "body": chunk, "more_body": True})
             except (aiohttp.ClientError, OSError) as e:
-                log.warning("worker %d stopped in the middle of an answer: %s", index, e)
+                if not watcher.done():
+                    log.warning("worker %d stopped in the middle of an answer: %s", index, e)
+            finally:
+                watcher.cancel()
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         return True
 
