@@ -132,7 +132,8 @@ def trivia_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def on_path(request: pytest.FixtureRequest) -> Iterator[None]:
     yield
-    for name in [m for m in sys.modules if m.split(".")[0] in ("arith_env", "trivia_env")]:
+    for name in [m for m in sys.modules if m.split(".")[0] in ("arith_env", "trivia_env", "plugged_env",
+                                                               "endless_env")]:
         del sys.modules[name]
 
 
@@ -173,7 +174,7 @@ def test_a_vf_init_environment_imports_validates_and_evaluates(arith_source: Pat
     rows = records(out / "tasks" / "test.jsonl")
     assert rows[0] == {"id": "p0", "prompt": [{"role": "system", "content": "Put the final answer in \\boxed{}."},
                                               {"role": "user", "content": "What is 6 times 7?"}],
-                       "question": "What is 6 times 7?", "answer": "42", "info": {"n": 0}}
+                       "prompt_text": "What is 6 times 7?", "answer": "42", "info": {"n": 0}}
     manifest = (out / "envhub.toml").read_text()
     assert 'kind = "numeric"\nfield = "answer"\nextract = "boxed"' in manifest
     assert run_envhub("validate", str(out)).code == 0
@@ -237,6 +238,25 @@ def test_a_weighted_rubric_with_a_judge_agrees_with_verifiers(trivia_source: Pat
     expected = REFERENCE_PROMPT.format(question=question, answer="8", response="8", positive="yes", negative="no")
     sent = [r.messages for r in openai_server.requests if question in r.messages[0]["content"]]
     assert [{"role": "user", "content": expected}] in sent
+
+
+PLUGGED = TRIVIA.replace("TriviaTaskConfig(judges=[", "TriviaTaskConfig(rewards={\"plugged\": {\"fn\": "
+                         "\"plugged_env.taskset:same\", \"weight\": 0.5}}, judges=[") + '''
+
+async def same(task, trace) -> float:
+    return 1.0 if task.answer == trace.last_reply.strip() else 0.0
+'''
+
+
+def test_a_reward_plugged_through_the_config_maps_too(tmp_path: Path, on_path: None) -> None:
+    src = write_package(tmp_path / "src", "plugged_env", "TriviaTaskset", PLUGGED)
+    report = import_verifiers(str(src), tmp_path / "out")
+    assert [(c["name"], c["kind"], c["weight"]) for c in report.criteria] == [
+        ("boxed", "numeric", 0.25), ("exact", "exact-match", 0.25), ("plugged", "exact-match", 0.5),
+        ("reference", "llm-judge", 0.5)]
+    assert report.not_carried == ["the weights sum to 1.5: verifiers adds weighted scores (Σ weight·score), envhub's "
+                                  "rubric takes their weighted mean, so envhub's reward is verifiers' divided by 1.5"]
+    assert sys.modules["plugged_env.taskset"].same  # verifiers imported the plugged function by its path
 
 
 def test_what_does_not_carry_over_is_reported(arith_source: Path, tmp_path: Path, on_path: None) -> None:

@@ -12,7 +12,8 @@ with its default config, through verifiers itself.
 What carries over:
 
 - every task's data as a row of ``tasks/<split>.jsonl`` (the prompt as text or a chat, the
-  system prompt first in the chat, every other field as a task field);
+  system prompt first in the chat, the prompt as text in ``prompt_text`` (what verifiers'
+  judges show as the question), every other field as a task field);
 - the rewards that are data in all but name, recognised from their source text (``ast``):
   ``return trace.last_reply == self.data.FIELD`` (``.strip()``/``.lower()`` allowed, also as
   ``float(...)`` or ``1.0 if ... else 0.0``) is ``exact-match``;
@@ -54,8 +55,8 @@ from envhub.problems import Problem
 __all__ = ["VerifiersImport", "import_verifiers", "run_verifiers"]
 
 #: TaskData's own fields that are not row data (the row keeps the environment's fields).
-_HOUSEKEEPING = {"idx", "id", "name", "description", "prompt", "system_prompt", "image", "workdir", "agent_user",
-                 "skills", "network_allow", "network_block", "artifacts", "artifact_max_bytes", "timeout",
+_HOUSEKEEPING = {"idx", "id", "name", "description", "prompt", "prompt_text", "system_prompt", "image", "workdir",
+                 "agent_user", "skills", "network_allow", "network_block", "artifacts", "artifact_max_bytes", "timeout",
                  "resources"}
 #: TaskData fields whose setting needs a container: reported when a task sets them.
 _CONTAINER = ("image", "workdir", "agent_user", "skills", "artifacts")
@@ -267,7 +268,7 @@ def _rows(tasks: list[Any], not_carried: list[str]) -> list[dict[str, Any]]:
         if data.system_prompt:
             chat.insert(0, {"role": "system", "content": data.system_prompt})
         prompt: Any = chat[0]["content"] if len(chat) == 1 and chat[0]["role"] == "user" else chat
-        row: dict[str, Any] = {"id": task_id, "prompt": prompt, "question": data.prompt_text}
+        row: dict[str, Any] = {"id": task_id, "prompt": prompt, "prompt_text": data.prompt_text}
         dumped = data.model_dump(mode="json", exclude_none=True)
         for key, value in dumped.items():
             if key not in _HOUSEKEEPING:
@@ -308,7 +309,7 @@ def _rubric(task: Any, judge_model: str | None, kept: list[str], not_carried: li
             continue
         template_text = Path(config.prompt).read_text(encoding="utf-8") if config.prompt else type(judge).prompt
         positive, negative = config.choices
-        template = _jinja(template_text, question=config.question_field or "question",
+        template = _jinja(template_text, question=config.question_field or "prompt_text",
                           answer=config.answer_field, positive=positive, negative=negative)
         prompts[f"prompts/{name}.j2"] = template
         model = judge_model or str(config.model)
