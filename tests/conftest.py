@@ -166,6 +166,9 @@ SLOW: tuple[str, ...] = (
     "test_hf_dataset.py::test_example_loads_every_public_split_and_no_held_out_one",
     "test_hf_dataset.py::test_generator_environment_has_no_configs_and_says_its_splits_are_generated",
     "test_integrations_trl.py::test_the_dataset_has_the_harness_prompt_and_the_task",
+    # test_integrations_verl.py: a child process loads the bundle; importing datasets (2-5 s)
+    "test_integrations_verl.py::test_the_example_script_writes_what_verl_reads",
+    "test_integrations_verl.py::test_the_dataset_is_what_rlhf_dataset_reads_and_the_loop_plays",
     # test_mcp_tools.py: MCP servers are real processes, 1-6 s each to start and stop
     "test_mcp_tools.py::test_eval_the_example_with_a_model_on_the_local_openai_server",
     "test_mcp_tools.py::test_closing_the_toolset_reaps_sessions_left_open",

@@ -60,7 +60,7 @@ if TYPE_CHECKING:
     from envhub.runtime import EnvironmentProtocol, EpisodeProtocol, Score, Task
 
 __all__ = ["TASK_ID", "SPLIT", "EnvhubEnvironment", "environment_factory", "reward_funcs", "rollout_output",
-           "train_dataset"]
+           "starting_messages", "train_dataset"]
 
 #: The dataset's column holding each row's task id (TRL passes it to reward functions and reset()).
 TASK_ID = "task_id"
