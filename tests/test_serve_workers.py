@@ -200,6 +200,23 @@ def test_openenv_http_episodes_cross_workers(server: Server) -> None:
     assert state["episode_id"] == episode_id and state["step_count"] == 1
 
 
+def test_openenv_websocket_sessions_stay_on_their_connection(server: Server) -> None:
+    from openenv.core import GenericEnvClient
+
+    def play(_: int) -> tuple[str, float]:
+        with GenericEnvClient(base_url=server.base_url + "/openenv/acme/calc").sync() as env:
+            started = env.reset(split="train", index=0)
+            env.step({"tool_calls": [{"name": "calculate", "arguments": {"expression": "1234 * 5678"}}]})
+            final = env.step({"content": str(started.observation["task"]["data"]["answer"])})
+            assert final.done is True
+            return started.observation["episode_id"], float(final.reward or 0.0)
+
+    with ThreadPoolExecutor(8) as pool:
+        played = list(pool.map(play, range(8)))
+    assert [reward for _, reward in played] == [1.0] * 8
+    assert {episode_id.split(".")[0] for episode_id, _ in played} == {"0", "1"}
+
+
 def test_mcp_sessions_cross_workers(server: Server) -> None:
     a, b = on_worker(server, 0), on_worker(server, 1)
     init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -283,6 +300,24 @@ def test_max_episodes_holds_for_the_server_as_a_whole(bundles: dict[str, Path], 
         body = health(s)
         assert body["episodes"]["open"] == 3 and body["episodes"]["refused"] == 2
         assert [w["open"] for w in body["workers"]["each"]] == [1, 2]
+    finally:
+        assert s.stop() in (0, -signal.SIGTERM), s.stderr()
+
+
+def test_idle_expiry_is_the_owners_and_is_told_through_the_other_worker(bundles: dict[str, Path],
+                                                                        tmp_path: Path) -> None:
+    s = _start(bundles, tmp_path, "--idle-timeout", "0.5")
+    try:
+        a, b = on_worker(s, 0), on_worker(s, 1)
+        eid = a.post(ARITH + "/episodes", json={"split": "dev", "index": 0}).json()["episode_id"]
+        kept = a.post(ARITH + "/episodes", json={"split": "dev", "index": 0}).json()["episode_id"]
+        for _ in range(6):  # requests through worker 1 keep worker 0's episode alive
+            time.sleep(0.2)
+            assert b.get(f"/v1/episodes/{kept}").status_code == 200
+        late = b.post(f"/v1/episodes/{eid}/step", json={"action": "1"})
+        assert late.status_code == 410 and late.json()["error"]["code"] == "episode-expired"
+        assert late.json()["error"]["message"] == f"episode {eid!r} was closed: no request for 0.5 s (idle-timeout-s)"
+        assert health(s)["episodes"]["expired"] >= 1
     finally:
         assert s.stop() in (0, -signal.SIGTERM), s.stderr()
 
