@@ -1,5 +1,5 @@
 """``envhub import verifiers``: verifiers v1 environments (one scaffolded by verifiers' own
-``vf-init`` and filled in as its README says, one written here with verifiers' API: exact
+``vf-init`` scaffold and filled in as its README says, one written here with verifiers' API: exact
 match, boxed math and the reference judge, weighted) become bundles that validate and
 evaluate; for sample outputs, each envhub criterion equals the verifiers reward it came
 from, scored by verifiers itself, and the weighted total equals verifiers' total when the
@@ -26,8 +26,6 @@ from envhub.importers import ImportSourceError, import_verifiers
 from tests.conftest import run_envhub
 
 pytest.importorskip("verifiers.v1")
-
-VF_INIT = Path(sys.executable).parent / "vf-init"
 
 ARITH = '''\
 import verifiers.v1 as vf
@@ -112,12 +110,14 @@ def write_package(root: Path, package: str, taskset: str, code: str) -> Path:
 
 @pytest.fixture(scope="module")
 def arith_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """An environment scaffolded by verifiers' own ``vf-init``, its taskset filled in."""
+    """An environment scaffolded by verifiers' own ``vf-init`` (its ``scaffold``, which the
+    command runs, called here: the command's own start costs ~5 s), its taskset filled in."""
+    from verifiers.v1.cli.init import scaffold
+    from verifiers.v1.configs.cli.init import InitConfig
+
     root = tmp_path_factory.mktemp("vf")
-    proc = subprocess.run([str(VF_INIT), "arith-env", "--path", str(root)], capture_output=True, text=True,
-                          timeout=120)
-    assert proc.returncode == 0, proc.stderr
-    source = root / "arith_env"
+    source = scaffold(InitConfig(name="arith-env", path=str(root)))
+    assert source == root / "arith_env"
     taskset = source / "arith_env" / "taskset.py"
     assert "class ArithEnvTaskset(vf.Taskset[ArithEnvTask, ArithEnvConfig])" in taskset.read_text()  # the template
     taskset.write_text(ARITH)
