@@ -161,6 +161,12 @@ SLOW: tuple[str, ...] = (
     # test_import_openenv.py: openenv init, and each process importing openenv-core (~6 s)
     "test_import_openenv.py::test_an_openenv_init_environment_imports_validates_and_evaluates",
     "test_import_openenv.py::test_seeds_reach_reset_and_the_environment_ends_the_episode",
+    # test_import_inspect.py, test_import_verifiers.py: processes importing inspect_ai / verifiers (3-7 s)
+    "test_import_inspect.py::test_an_inspect_task_imports_validates_and_evaluates",
+    "test_import_inspect.py::test_a_csv_multiple_choice_task_imports_and_evaluates",
+    "test_import_inspect.py::test_bad_input_on_the_command_line_exits_2_without_a_traceback",
+    "test_import_verifiers.py::test_a_vf_init_environment_imports_validates_and_evaluates",
+    "test_import_verifiers.py::test_bad_input_on_the_command_line_exits_2_without_a_traceback",
     # test_hf_dataset.py, test_integrations_trl.py: a child process imports datasets (~2.5-5 s cold)
     "test_hf_dataset.py::test_parquet_tasks_load_as_rows",
     "test_hf_dataset.py::test_example_loads_every_public_split_and_no_held_out_one",

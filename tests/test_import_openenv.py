@@ -270,7 +270,7 @@ def test_unknown_kinds_options_and_a_used_destination_are_refused(tmp_path: Path
     echo_source = write(tmp_path / "guess_game", GAME)
     result = run_envhub("import", "gym", str(echo_source), str(tmp_path / "a"))
     assert result.code == 2 and result.err == (
-        "envhub: error: unknown importer 'gym'; installed importers: openenv, terminal-bench\n"
+        "envhub: error: unknown importer 'gym'; installed importers: inspect, openenv, terminal-bench, verifiers\n"
         "  hint: install the plugin that provides it ('envhub plugins' lists what is installed)\n")
     result = run_envhub("import", "openenv", str(echo_source), str(tmp_path / "a"), "-o", "network=true")
     assert result.code == 2 and result.err.startswith(
@@ -292,7 +292,7 @@ def test_importers_are_registered_through_the_hook_and_plugins_add_kinds(tmp_pat
     from envhub.hookspecs import ImporterKind, hookimpl
 
     pm = make_plugin_manager(autoload=False)
-    assert pm.registered_by("envhub-rl")["importers"] == ["openenv", "terminal-bench"]
+    assert pm.registered_by("envhub-rl")["importers"] == ["inspect", "openenv", "terminal-bench", "verifiers"]
     assert pm.lookup("importers", "openenv").runner().__name__ == "run_openenv"
 
     calls: list[tuple[Path, Path, dict[str, str]]] = []
@@ -303,6 +303,6 @@ def test_importers_are_registered_through_the_hook_and_plugins_add_kinds(tmp_pat
             return [ImporterKind("lines", lambda s, o, opts: calls.append((s, o, dict(opts))), options={"x": "x"})]
 
     pm.register(Plugin(), name="lines-plugin")
-    assert pm.names("importers") == ["lines", "openenv", "terminal-bench"]
+    assert pm.names("importers") == ["inspect", "lines", "openenv", "terminal-bench", "verifiers"]
     pm.lookup("importers", "lines").runner()(tmp_path, tmp_path / "o", {"x": "1"})
     assert calls == [(tmp_path, tmp_path / "o", {"x": "1"})]

@@ -97,7 +97,7 @@ def test_every_built_in_kind_is_registered_through_the_hooks() -> None:
     assert registers["registry_backends"] == ["file", "hf", "memory", "s3"]
     assert registers["policies"] == ["noop", "openai", "python", "reference"]
     assert registers["executors"] == ["local", "processes"]
-    assert registers["importers"] == ["openenv", "terminal-bench"]
+    assert registers["importers"] == ["inspect", "openenv", "terminal-bench", "verifiers"]
     assert set(registers) == set(HOOKS) - {"task_generators", "environments"}
 
 
