@@ -130,12 +130,15 @@ def serve(envs: Sequence[Environment], config: ServeConfig, *, access_log: bool 
 
 
 def _run(app: Any, sockets: list[socket.socket], *, access_log: bool, on_started: Callable[[], Any],
+         on_starting: Callable[[], Awaitable[None]] | None = None,
          on_stopped: Callable[[], Awaitable[None]] | None = None) -> None:
     """Run ``app`` on uvicorn on ``sockets`` until SIGINT or SIGTERM."""
     import uvicorn
 
     class _Server(uvicorn.Server):
         async def startup(self, sockets: Any = None) -> None:
+            if on_starting is not None:
+                await on_starting()
             await super().startup(sockets=sockets)
             if self.started:
                 on_started()
@@ -165,7 +168,8 @@ def _serve_workers(envs: Sequence[Environment], config: ServeConfig, sock: socke
         private.bind(str(path))
         router = Router(create_app(envs, config, worker=worker), worker, config.limits.max_body_bytes)
         try:
-            _run(router, [sock, private], access_log=access_log, on_started=ready, on_stopped=router.aclose)
+            _run(router, [sock], access_log=access_log, on_started=ready,
+                 on_starting=lambda: router.serve_hops(private), on_stopped=router.aclose)
         finally:
             private.close()
             path.unlink(missing_ok=True)

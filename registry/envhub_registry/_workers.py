@@ -23,7 +23,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import itertools
 import logging
+import marshal
 import multiprocessing
 import os
 import re
@@ -32,21 +34,19 @@ import select
 import shutil
 import signal
 import socket
+import struct
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import parse_qs
 
 import orjson
 
 from envhub.errors import UsageError
-
-if TYPE_CHECKING:
-    import aiohttp
 
 __all__ = ["MAX_WORKERS", "TOO_LARGE", "Counters", "Router", "Worker", "owner_of", "supervise"]
 
@@ -55,10 +55,6 @@ log = logging.getLogger("envhub_registry")
 MAX_WORKERS = 64
 #: ``{index}.{epoch}.`` at the start of every id a worker mints.
 _TAG = re.compile(r"(\d{1,2})\.([0-9a-f]{6})\.")
-#: The header that marks a request forwarded by another worker (its value: the server's hop key).
-HOP_HEADER = b"x-envhub-hop"
-_HOP_BY_HOP = frozenset({b"connection", b"keep-alive", b"transfer-encoding", b"te", b"upgrade",
-                         b"proxy-connection", b"content-length", b"trailer", HOP_HEADER})
 #: Set in the ASGI scope of a request whose body is over the limit: the app answers it 413 at once.
 TOO_LARGE = "envhub.body_too_large"
 _FIELDS = ("pid", "open", "opened", "expired", "refused")
@@ -115,7 +111,6 @@ class Worker:
     index: int
     count: int
     epoch: str
-    hop_key: bytes
     run_dir: Path
     counters: Counters
 
@@ -154,21 +149,23 @@ class _Replay:
 
 
 class Router:
-    """ASGI middleware of one worker: a request naming another worker's episode goes there;
-    ``Mcp-Session-Id`` values are tagged on the way out and untagged on the way in."""
+    """ASGI middleware of one worker: a request naming another worker's episode goes there
+    (:meth:`serve_hops` answers those that come here); ``Mcp-Session-Id`` values are tagged
+    on the way out and untagged on the way in."""
 
     def __init__(self, app: Any, worker: Worker, max_body_bytes: int) -> None:
         self.app = app
         self.worker = worker
         self.max_body_bytes = max_body_bytes
-        self._clients: dict[int, aiohttp.ClientSession] = {}
+        self._hops: dict[int, _Hop] = {}
         self._prefix = f"{worker.index}.{worker.epoch}.".encode()
+        self._server: asyncio.AbstractServer | None = None
+        self._served: set[asyncio.Task[None]] = set()
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http":  # lifespan, and WebSockets: sessions that live on their connection
             await self.app(scope, receive, send)
             return
-        hop = False
         session_header: str | None = None
         mcp_session: bytes | None = None
         for name, value in scope["headers"]:
@@ -176,8 +173,6 @@ class Router:
                 session_header = value.decode("latin-1").strip()
             elif name == b"mcp-session-id":
                 mcp_session = value
-            elif name == HOP_HEADER:
-                hop = secrets.compare_digest(value, self.worker.hop_key)
         raw_receive = receive
         # Where each protocol names its episode (a path that names one wins over a header).
         path: str = scope["path"]
@@ -206,26 +201,28 @@ class Router:
         else:  # the Open Reward Standard's routes, under /ors or at the root
             ident = session_header
         owner = owner_of(ident) if ident else None
-        if owner is not None and owner[0] != self.worker.index and not hop and owner[0] < self.worker.count:
+        if owner is not None and owner[0] != self.worker.index and owner[0] < self.worker.count:
             if body is None:
                 body, complete = await self._read(receive)
                 receive = _Replay(body, receive, more=not complete)
                 if not complete:
                     await self._too_large(scope, receive, send)
                     return
-            if await self._forward(owner[0], scope, body, send, disconnected=raw_receive):
+            if await self._forward(owner[0], scope, body, send, raw_receive):
                 return
             # The owner is gone: this worker answers, and the id it does not know is lost.
-        await self._local(scope, receive, send, mcp_session)
+        await self.local(scope, receive, send)
 
-    async def _local(self, scope: Any, receive: Any, send: Any, mcp_session: bytes | None) -> None:
+    async def local(self, scope: Any, receive: Any, send: Any) -> None:
+        """Answer the request here (it is this worker's, or was forwarded here)."""
         if not scope["path"].startswith("/mcp/"):
             await self.app(scope, receive, send)
             return
         prefix = self._prefix
-        if mcp_session is not None and mcp_session.startswith(prefix):
+        headers = scope["headers"]
+        if any(n == b"mcp-session-id" and v.startswith(prefix) for n, v in headers):
             scope = dict(scope)
-            scope["headers"] = [(n, v[len(prefix):] if n == b"mcp-session-id" else v) for n, v in scope["headers"]]
+            scope["headers"] = [(n, v[len(prefix):] if n == b"mcp-session-id" else v) for n, v in headers]
 
         async def tagging_send(message: Any) -> None:
             if message["type"] == "http.response.start":
@@ -258,72 +255,211 @@ class Router:
             if not message.get("more_body", False):
                 return b"".join(chunks), True
 
-    def _client(self, index: int) -> aiohttp.ClientSession:
-        client = self._clients.get(index)
-        if client is None or client.closed:
-            import aiohttp
-            connector = aiohttp.UnixConnector(path=str(self.worker.socket_path(index)), limit=0,
-                                              force_close=False)
-            client = aiohttp.ClientSession(
-                connector=connector, auto_decompress=False, cookie_jar=aiohttp.DummyCookieJar(),
-                timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
-                skip_auto_headers=("User-Agent", "Accept", "Accept-Encoding", "Content-Type"))
-            self._clients[index] = client
-        return client
+    # -- the hop between workers ---------------------------------------------------------
 
-    async def _forward(self, index: int, scope: Any, body: bytes, send: Any, *, disconnected: Any) -> bool:
-        """Send the request to worker ``index`` and its answer back; ``False`` if that
-        worker cannot be reached (nothing has been sent then). ``disconnected`` is the
-        request's ``receive``, its body read: it returns when the client goes away, and then
-        the forwarded request is dropped too (a stream of events may never end)."""
-        import aiohttp
-        from multidict import CIMultiDict
-        from yarl import URL
+    async def _forward(self, index: int, scope: Any, body: bytes, send: Any, disconnected: Any) -> bool:
+        """Have worker ``index`` answer the request; ``False`` if it cannot be reached
+        (nothing has been sent then). ``disconnected`` is the request's ``receive``, its body
+        read: it returns when the client goes away, and the request is then dropped there
+        too (a stream of events may never end)."""
+        hop = self._hops.get(index)
+        if hop is None or hop.closed:
+            try:
+                reader, writer = await asyncio.open_unix_connection(str(self.worker.socket_path(index)),
+                                                                    limit=_FRAME_LIMIT)
+            except OSError as e:
+                log.debug("worker %d cannot be reached: %s", index, e)
+                return False
+            hop = self._hops[index] = _Hop(reader, writer)
+        return await hop.request(scope, body, send, disconnected)
 
-        headers: CIMultiDict[str] = CIMultiDict(
-            (n.decode("latin-1"), v.decode("latin-1")) for n, v in scope["headers"] if n not in _HOP_BY_HOP)
-        headers["x-envhub-hop"] = self.worker.hop_key.decode()
-        target = scope.get("raw_path") or scope["path"].encode()
-        if scope["query_string"]:
-            target += b"?" + scope["query_string"]
-        url = URL("http://worker" + target.decode("latin-1"), encoded=True)
+    async def serve_hops(self, sock: socket.socket) -> None:
+        """Answer the requests other workers forward here, on the unix socket ``sock``."""
+        self._server = await asyncio.start_unix_server(self._hop_connection, sock=sock, limit=_FRAME_LIMIT)
+
+    async def _hop_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        gone: dict[int, asyncio.Event] = {}
         try:
-            response = await self._client(index).request(scope["method"], url, data=body or None, headers=headers,
-                                                          allow_redirects=False)
-        except (aiohttp.ClientConnectionError, OSError) as e:
-            log.debug("worker %d cannot be reached: %s", index, e)
+            while True:
+                frame = await _read_frame(reader)
+                if frame is None:
+                    break
+                if frame[0] == "c":  # the client of request frame[1] went away
+                    event = gone.get(frame[1])
+                    if event is not None:
+                        event.set()
+                    continue
+                _, rid, method, path, raw_path, query, headers, body = frame
+                gone[rid] = asyncio.Event()
+                task = asyncio.ensure_future(self._answer_hop(writer, rid, method, path, raw_path, query, headers,
+                                                              body, gone[rid]))
+                self._served.add(task)
+
+                def done(task: asyncio.Task[None], rid: int = rid) -> None:
+                    self._served.discard(task)
+                    gone.pop(rid, None)
+
+                task.add_done_callback(done)
+        except (OSError, ValueError, EOFError) as e:
+            log.debug("a connection from another worker failed: %s", e)
+        finally:
+            for event in gone.values():
+                event.set()
+            writer.close()
+
+    async def _answer_hop(self, writer: asyncio.StreamWriter, rid: int, method: str, path: str, raw_path: bytes,
+                          query: bytes, headers: list[tuple[bytes, bytes]], body: bytes, gone: asyncio.Event) -> None:
+        scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.4"}, "http_version": "1.1",
+                 "method": method, "scheme": "http", "path": path, "raw_path": raw_path, "query_string": query,
+                 "root_path": "", "headers": headers, "client": None, "server": None, "state": {}}
+        replay = _Replay(body, None)
+
+        async def receive() -> Any:
+            if replay.body is not None:
+                return await replay()
+            await gone.wait()
+            return {"type": "http.disconnect"}
+
+        started = False
+
+        async def send(message: Any) -> None:
+            nonlocal started
+            if gone.is_set() or writer.is_closing():
+                return
+            if message["type"] == "http.response.start":
+                started = True
+                _write_frame(writer, ("s", rid, int(message["status"]),
+                                      [(bytes(n), bytes(v)) for n, v in message.get("headers") or []]))
+            elif message["type"] == "http.response.body":
+                more = bool(message.get("more_body", False))
+                _write_frame(writer, ("b", rid, bytes(message.get("body", b"")), more))
+                if more:
+                    await writer.drain()
+
+        try:
+            await self.local(scope, receive, send)
+        except Exception:
+            log.exception("%s %s (forwarded from another worker) failed", method, path)
+            if not started:
+                await send({"type": "http.response.start", "status": 500, "headers": [
+                    (b"content-type", b"application/json")]})
+            await send({"type": "http.response.body",
+                        "body": b'{"error": {"status": 500, "code": "internal-error", "message": "the server failed '
+                                b'to answer", "hint": "see the server\'s log"}}' if not started else b""})
+
+    async def aclose(self) -> None:
+        for hop in self._hops.values():
+            hop.close()
+        self._hops.clear()
+        if self._server is not None:
+            self._server.close()
+        for task in list(self._served):
+            task.cancel()
+
+
+#: Largest frame between workers: a request body within max-body-bytes, or a piece of an answer.
+_FRAME_LIMIT = 64 * 1024 * 1024
+_LENGTH = struct.Struct(">I")
+
+
+def _write_frame(writer: asyncio.StreamWriter, frame: tuple[Any, ...]) -> None:
+    # marshal, not pickle: loading it cannot run code, and both ends are this same Python.
+    data = marshal.dumps(frame)
+    writer.write(_LENGTH.pack(len(data)) + data)
+
+
+async def _read_frame(reader: asyncio.StreamReader) -> tuple[Any, ...] | None:
+    try:
+        head = await reader.readexactly(_LENGTH.size)
+    except asyncio.IncompleteReadError:
+        return None
+    (size,) = _LENGTH.unpack(head)
+    if size > _FRAME_LIMIT:
+        raise ValueError(f"a frame of {size} bytes from another worker")
+    frame = marshal.loads(await reader.readexactly(size))
+    if not isinstance(frame, tuple) or not frame:
+        raise ValueError("a frame from another worker that is not a tuple")
+    return frame
+
+
+class _Hop:
+    """One connection to another worker, carrying any number of requests at once: each
+    request frame has an id, and the answer's frames (start, body pieces) name it."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self.closed = False
+        self._ids = itertools.count(1)
+        self._waiting: dict[int, asyncio.Queue[tuple[Any, ...] | None]] = {}
+        self._task = asyncio.ensure_future(self._dispatch())
+
+    async def _dispatch(self) -> None:
+        try:
+            while True:
+                frame = await _read_frame(self.reader)
+                if frame is None:
+                    break
+                queue = self._waiting.get(frame[1])
+                if queue is not None:
+                    queue.put_nowait(frame)
+        except (OSError, ValueError, EOFError) as e:
+            log.debug("the connection to another worker failed: %s", e)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        for queue in self._waiting.values():
+            queue.put_nowait(None)
+        self.writer.close()
+        self._task.cancel()
+
+    async def request(self, scope: Any, body: bytes, send: Any, disconnected: Any) -> bool:
+        rid = next(self._ids)
+        queue: asyncio.Queue[tuple[Any, ...] | None] = asyncio.Queue()
+        self._waiting[rid] = queue
+        headers = [(n, v) for n, v in scope["headers"]]
+        try:
+            _write_frame(self.writer, ("r", rid, scope["method"], scope["path"],
+                                       scope.get("raw_path") or scope["path"].encode(), scope["query_string"],
+                                       headers, body))
+        except (OSError, RuntimeError):
+            self._waiting.pop(rid, None)
+            self.close()
             return False
 
         async def watch() -> None:
             while (await disconnected())["type"] != "http.disconnect":
                 pass
+            with contextlib.suppress(OSError, RuntimeError):
+                _write_frame(self.writer, ("c", rid))
+            queue.put_nowait(None)
 
         watcher = asyncio.ensure_future(watch())
-        # The client went away: drop the forwarded request (a normal end keeps the connection).
-        def drop(done: asyncio.Future[None]) -> None:
-            if not done.cancelled():
-                response.close()
-
-        watcher.add_done_callback(drop)
-        async with response:
-            await send({"type": "http.response.start", "status": response.status,
-                        "headers": [(n.lower(), v) for n, v in response.raw_headers
-                                    if n.lower() not in _HOP_BY_HOP or n.lower() == b"content-length"]})
-            try:
-                async for chunk in response.content.iter_any():
-                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            except (aiohttp.ClientError, OSError) as e:
-                if not watcher.done():
-                    log.warning("worker %d stopped in the middle of an answer: %s", index, e)
-            finally:
-                watcher.cancel()
+        started = False
+        try:
+            while True:
+                frame = await queue.get()
+                if frame is None:  # the owner stopped, or the client went away
+                    if not started:
+                        return watcher.done()  # gone before the answer: nothing more to send
+                    break
+                if frame[0] == "s":
+                    started = True
+                    await send({"type": "http.response.start", "status": frame[2], "headers": frame[3]})
+                elif frame[0] == "b":
+                    await send({"type": "http.response.body", "body": frame[2], "more_body": frame[3]})
+                    if not frame[3]:
+                        return True
+            if not watcher.done():
+                log.warning("a worker stopped in the middle of an answer")
             await send({"type": "http.response.body", "body": b"", "more_body": False})
-        return True
-
-    async def aclose(self) -> None:
-        for client in self._clients.values():
-            await client.close()
-        self._clients.clear()
+            return True
+        finally:
+            watcher.cancel()
+            self._waiting.pop(rid, None)
 
 
 def _episode_id(body: bytes) -> str | None:
@@ -357,7 +493,6 @@ def supervise(count: int, sock: socket.socket, run_worker: Callable[[Worker, Cal
     Raises :class:`UsageError` when a worker fails before it is ready."""
     counters = Counters(count)
     run_dir = Path(tempfile.mkdtemp(prefix="envhub-serve-"))
-    hop_key = secrets.token_hex(16).encode()
     ready_r, ready_w = os.pipe()
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
@@ -371,7 +506,7 @@ def supervise(count: int, sock: socket.socket, run_worker: Callable[[Worker, Cal
             os.write(wake_w, b"!")
 
     def spawn(index: int) -> None:
-        worker = Worker(index, count, secrets.token_hex(3), hop_key, run_dir, counters)
+        worker = Worker(index, count, secrets.token_hex(3), run_dir, counters)
         for name in ("open", "pid"):
             counters.set(index, name, 0)
         pid = os.fork()
