@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 from envhub.errors import EnvNotFoundError, RegistryError, UsageError
 from envhub.runtime import Environment
-
 from envhub_registry._config import ServeConfig
 
 if TYPE_CHECKING:
@@ -60,7 +59,7 @@ def load_environments(refs: Sequence[str], *, context: Context, trust: bool, reg
 def _warm(env: Environment) -> None:
     """Read the task files and compute the digest now, so a broken bundle fails at start-up
     and the first requests are not slow."""
-    env.digest
+    _ = env.digest  # computed once and kept
     for name, info in env.splits.items():
         if info.available and not info.generated:
             env.tasks(name)

@@ -24,7 +24,6 @@ from envhub_registry._errors import ApiError
 
 if TYPE_CHECKING:
     from envhub.runtime import Episode
-
     from envhub_registry._served import Served
     from envhub_registry._workers import Worker
 

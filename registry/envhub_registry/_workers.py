@@ -7,8 +7,9 @@ a SQLite database, a subprocess), so every id a worker mints names it: an episod
 ORS session id and an MCP session id start with ``{index}.{epoch}.``, where ``epoch`` is
 random for each worker process. A request that names another worker's episode (in its
 path, its ``X-Session-ID`` or ``Mcp-Session-Id`` header, an OpenEnv ``episode_id``) is
-forwarded to that worker over its private unix socket: one local hop, and none for the
-requests of a keep-alive connection that lands where its episodes are. OpenEnv's WebSocket
+forwarded to that worker over its private unix socket, as framed ASGI messages (one
+connection between two workers carries any number of requests at once): one local hop, and
+none for the requests that land where their episode is. OpenEnv's WebSocket
 sessions live on the connection, so they never move.
 
 A worker that dies loses its episodes: the parent starts another in its place (a new
@@ -363,7 +364,9 @@ _LENGTH = struct.Struct(">I")
 
 
 def _write_frame(writer: asyncio.StreamWriter, frame: tuple[Any, ...]) -> None:
-    # marshal, not pickle: loading it cannot run code, and both ends are this same Python.
+    # marshal: the fastest encoding of these tuples of bytes and ints, both ends being the same
+    # Python. Only this server's processes reach the socket (its directory is the user's alone,
+    # mode 0700), and marshal, unlike pickle, never runs code on loading.
     data = marshal.dumps(frame)
     writer.write(_LENGTH.pack(len(data)) + data)
 
