@@ -13,6 +13,8 @@ parses the JSON reply:
   ``post(json=...)`` and ``response.json()``;
 - aiohttp: one ``ClientSession`` with a ``TCPConnector(limit=concurrency)``, orjson bodies;
 - aiohttp sharded: the same, in pools of 16, to see whether sharding helps aiohttp too;
+- envhub's HttpClient (envhub/runtime/_http.py), the client envhub uses now, as ChatClient
+  calls it: orjson bodies, the whole answer read, orjson to parse it;
 - plain asyncio: the floor. Keep-alive connections on ``asyncio.open_connection``, the
   HTTP/1.1 request written by hand, the reply read by its Content-Length, orjson both ways.
   No client does less per request.
@@ -40,6 +42,7 @@ import httpx2
 import orjson
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
 PAYLOAD: dict[str, Any] = {
     "model": "bench-model",
@@ -138,6 +141,20 @@ def _aiohttp(shard: int | None) -> Callable[[str, int], Awaitable[tuple[Any, Sen
     return make
 
 
+async def envhub_http(url: str, concurrency: int) -> tuple[Any, Send, Callable[[], Awaitable[None]]]:
+    from envhub.runtime._http import HttpClient
+
+    http = HttpClient(max_connections=concurrency)
+    headers = {"Content-Type": "application/json"}
+
+    async def send() -> None:
+        response = await http.request("POST", url, content=orjson.dumps(PAYLOAD), headers=headers)
+        assert response.status == 200
+        _check(response.json())
+
+    return http, send, http.aclose
+
+
 async def plain_asyncio(url: str, concurrency: int) -> tuple[Any, Send, Callable[[], Awaitable[None]]]:
     rest = url.split("://", 1)[1]
     hostport, path = rest.split("/", 1)
@@ -175,6 +192,7 @@ CLIENTS: dict[str, Callable[[str, int], Awaitable[tuple[Any, Send, Callable[[], 
     "httpx2 (envhub's use before)": httpx2_sharded,
     "aiohttp": _aiohttp(None),
     "aiohttp, pools of 16": _aiohttp(16),
+    "envhub HttpClient (aiohttp)": envhub_http,
     "plain asyncio": plain_asyncio,
 }
 
