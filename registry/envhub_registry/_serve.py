@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import os
 import socket
 import sys
 from collections.abc import Awaitable, Callable, Sequence
@@ -159,6 +160,10 @@ def _serve_workers(envs: Sequence[Environment], config: ServeConfig, sock: socke
     :mod:`envhub_registry._workers`)."""
     from envhub_registry._app import create_app
     from envhub_registry._workers import Router, Worker, supervise
+
+    if not hasattr(os, "fork") or not hasattr(socket, "AF_UNIX"):
+        raise UsageError(f"--workers {config.workers} needs fork and unix sockets, which {sys.platform} lacks",
+                         hint="serve with one worker (--workers 1), or run several servers behind a proxy")
 
     def run_worker(worker: Worker, ready: Callable[[], None]) -> None:
         private = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
