@@ -341,6 +341,8 @@ def test_a_killed_worker_loses_its_episodes_and_nothing_else(bundles: dict[str, 
         a_sid_client = on_worker(s, 0)
         r = a_sid_client.post("/ors/create_session", headers={"Accept": "text/event-stream"})
         sid = [line.split(":", 1)[1].strip() for line in r.text.splitlines() if line.startswith("data:")][0]
+        openenv = a.post("/openenv/acme/calc/reset", json={"split": "train", "index": 0}).json()
+        openenv_id = openenv["observation"]["episode_id"]
         dead = health(s)["workers"]["each"][0]["pid"]
         os.kill(dead, signal.SIGKILL)
         deadline = time.monotonic() + 10
@@ -358,6 +360,8 @@ def test_a_killed_worker_loses_its_episodes_and_nothing_else(bundles: dict[str, 
             "hint": "start a new episode; the server's other episodes are not affected"}
         ors = b.get("/ors/acme/calc/prompt", headers={"X-Session-ID": sid})
         assert ors.status_code == 410 and "held by worker process 0" in ors.json()["detail"]
+        step = b.post("/openenv/acme/calc/step", json={"action": {"content": "1"}, "episode_id": openenv_id})
+        assert step.status_code == 410 and "held by worker process 0" in step.json()["detail"]
         # The other worker's episode plays on.
         final = b.post(f"/v1/episodes/{kept['episode_id']}/step", json={"action": str(kept["task"]["data"]["answer"])})
         assert final.status_code == 200 and final.json()["reward"] == 1.0
