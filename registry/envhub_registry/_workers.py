@@ -49,11 +49,10 @@ import orjson
 
 from envhub.errors import UsageError
 
-__all__ = ["MAX_WORKERS", "TOO_LARGE", "Counters", "Router", "Worker", "owner_of", "supervise"]
+__all__ = ["TOO_LARGE", "Counters", "Router", "Worker", "owner_of", "supervise"]
 
 log = logging.getLogger("envhub_registry")
 
-MAX_WORKERS = 64
 #: ``{index}.{epoch}.`` at the start of every id a worker mints.
 _TAG = re.compile(r"(\d{1,2})\.([0-9a-f]{6})\.")
 #: Set in the ASGI scope of a request whose body is over the limit: the app answers it 413 at once.
