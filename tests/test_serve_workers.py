@@ -7,6 +7,7 @@ worker, played through the other" is what happens, not what probably happens.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -322,6 +323,21 @@ def test_idle_expiry_is_the_owners_and_is_told_through_the_other_worker(bundles:
         assert s.stop() in (0, -signal.SIGTERM), s.stderr()
 
 
+def _run_dir(pid: int) -> Path:
+    """The directory of worker ``pid``'s private socket (found through /proc/net/unix)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:["):-1])
+    for line in Path("/proc/net/unix").read_text().splitlines()[1:]:
+        fields = line.split()
+        if len(fields) >= 8 and fields[6] in inodes and "envhub-serve-" in fields[7]:
+            return Path(fields[7]).parent
+    raise AssertionError(f"worker {pid} has no private socket")
+
+
 def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -379,11 +395,14 @@ def test_a_killed_worker_loses_its_episodes_and_nothing_else(bundles: dict[str, 
         assert play_arith(fresh, 0) == 1.0
         assert "worker 0 (pid" in s.stderr() and "was killed by signal 9" in s.stderr()
         workers = [w["pid"] for w in health(s)["workers"]["each"]]
+        run_dir = _run_dir(workers[0])
+        assert sorted(p.name for p in run_dir.iterdir()) == ["worker-0.sock", "worker-1.sock"]
     finally:
         code = s.stop()
-    # Stopping leaves no process behind.
+    # Stopping leaves no process behind, and no socket.
     assert code in (0, -signal.SIGTERM), s.stderr()
     assert not any(_alive(pid) for pid in workers)
+    assert not run_dir.exists()
     assert "Traceback" not in s.stderr()
 
 
@@ -391,9 +410,11 @@ def test_a_killed_parent_takes_its_workers_with_it(bundles: dict[str, Path], tmp
     s = _start(bundles, tmp_path)
     workers = [w["pid"] for w in health(s)["workers"]["each"]]
     assert all(_alive(pid) for pid in workers)
+    run_dir = _run_dir(workers[1])
     s.proc.kill()
     s.proc.wait()
     deadline = time.monotonic() + 20
-    while any(_alive(pid) for pid in workers) and time.monotonic() < deadline:
+    while (any(_alive(pid) for pid in workers) or run_dir.exists()) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(_alive(pid) for pid in workers)
+    assert not run_dir.exists()  # the last worker out removed it

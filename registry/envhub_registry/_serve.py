@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import logging
 import os
@@ -177,6 +178,8 @@ def _serve_workers(envs: Sequence[Environment], config: ServeConfig, sock: socke
         finally:
             private.close()
             path.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):  # the last worker out (its parent killed) removes the directory
+                path.parent.rmdir()
 
     log.info("starting %d worker processes", config.workers)
     supervise(config.workers, sock, run_worker, on_ready=on_ready)

@@ -518,8 +518,11 @@ def supervise(count: int, sock: socket.socket, run_worker: Callable[[Worker, Cal
                 os.close(ready_r)
                 os.close(wake_r)
                 os.close(wake_w)
-                signal.signal(signal.SIGINT, signal.SIG_DFL)
-                signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                # uvicorn stops on these, then raises the signal again for the handler it found:
+                # this one lets the worker clean up (its socket) and exit 0, not die of it.
+                stop_signals: list[int] = []
+                for s in (signal.SIGINT, signal.SIGTERM):
+                    signal.signal(s, lambda signum, frame: stop_signals.append(signum))
                 _die_with_parent()
                 counters.set(index, "pid", os.getpid())
 
