@@ -302,6 +302,8 @@ class Router:
                 task.add_done_callback(done)
         except (OSError, ValueError, EOFError) as e:
             log.debug("a connection from another worker failed: %s", e)
+        except asyncio.CancelledError:
+            pass  # the worker is stopping (asyncio would log a cancelled connection handler)
         finally:
             for event in gone.values():
                 event.set()
