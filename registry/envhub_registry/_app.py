@@ -88,7 +88,8 @@ def _query_int(request: Request, name: str, default: int | None, *, minimum: int
         raise ApiError(400, "invalid-query", f"query parameter {name}={_shown(text)} is not an integer",
                        hint=f"pass a whole number {bound}")
     if len(digits.lstrip("0")) > 19:  # past any 64-bit integer; int() would refuse past 4,300 digits
-        raise ApiError(400, "invalid-query", f"query parameter {name}={_shown(text)} is out of range: it must be {bound}",
+        raise ApiError(400, "invalid-query",
+                       f"query parameter {name}={_shown(text)} is out of range: it must be {bound}",
                        hint=f"pass a whole number {bound}")
     value = int(text)
     if value < minimum or value > maximum:
@@ -241,7 +242,8 @@ class _Api:
             action = as_assistant_message(body.action)
         except TypeError as e:
             raise ApiError(400, "invalid-action", str(e),
-                           hint='send the assistant\'s text, or {"role": "assistant", "content": ..., "tool_calls": [...]}') from None
+                           hint='send the assistant\'s text, or '
+                                '{"role": "assistant", "content": ..., "tool_calls": [...]}') from None
         view = await self.take_step(session, action)
         return JSONResponse(view.to_json())
 
@@ -258,7 +260,8 @@ class _Api:
         session.step_task = step
         finished, _ = await asyncio.wait({step}, timeout=max(0.0, session.deadline - time.monotonic()))
         if not finished:
-            self.sessions.close(session, "expired", f"its wall-clock limit of {self.config.limits.episode_timeout_s:g} s "
+            limit = self.config.limits.episode_timeout_s
+            self.sessions.close(session, "expired", f"its wall-clock limit of {limit:g} s "
                                                     "passed during a step (episode-timeout-s)")
             raise self.sessions.gone(session.id)
         session.step_task = None
@@ -313,8 +316,8 @@ class _Api:
         """The 500 ``environment-error`` for ``e``, raised by the environment in ``where``;
         on a held-out split only the exception's type is named (its text may quote an answer)."""
         if isinstance(e, EnvhubError) and not held_out:
-            return ApiError(500, "environment-error", f"{served.name}: {where} failed: {e.message}; the episode is closed",
-                            hint=e.hint)
+            return ApiError(500, "environment-error",
+                            f"{served.name}: {where} failed: {e.message}; the episode is closed", hint=e.hint)
         log.error("%s: %s failed", served.name, where, exc_info=e)
         detail = (f"{type(e).__name__} (details are withheld on held-out splits; see the server's log)" if held_out
                   else f"{type(e).__name__}: {e}")
@@ -360,8 +363,8 @@ async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     if status == 404:
         return error_response(404, "no-such-route", f"no route {request.method} {request.url.path}",
                               hint=f"the API lives under {PREFIX}/ (see spec/serve.md)")
-    return error_response(status, _HTTP_CODES.get(status, "http-error"), f"{request.method} {request.url.path}: {exc.detail}",
-                          headers=dict(exc.headers or {}))
+    return error_response(status, _HTTP_CODES.get(status, "http-error"),
+                          f"{request.method} {request.url.path}: {exc.detail}", headers=dict(exc.headers or {}))
 
 
 async def _internal_error(request: Request, exc: Exception) -> JSONResponse:

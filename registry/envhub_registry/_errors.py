@@ -55,7 +55,8 @@ def from_envhub_error(e: EnvhubError) -> ApiError:
     if isinstance(e, EnvNotFoundError):
         return ApiError(404, "not-found", e.message, hint=e.hint or _NOT_FOUND_HINT)
     if isinstance(e, TrustError):
-        return ApiError(403, "not-trusted", e.message, hint="start the server with --trust to run the environment's code")
+        return ApiError(403, "not-trusted", e.message,
+                        hint="start the server with --trust to run the environment's code")
     return ApiError(400, "bad-request", e.message, hint=e.hint or "see spec/serve.md for what each request takes")
 
 
