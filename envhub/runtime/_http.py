@@ -226,7 +226,7 @@ class HttpClient:
         except httpx2.ConnectTimeout as e:
             raise ConnectTimeout(str(e)) from e
         except httpx2.ConnectError as e:
-            raise ConnectError(_connect_failure(_os_error(e) or OSError(str(e)))) from e
+            raise ConnectError(str(e)) from e  # "[Errno 111] Connection refused", as it always read
         except httpx2.TimeoutException as e:
             raise ReadTimeout(str(e)) from e
         except httpx2.TransportError as e:
@@ -313,22 +313,15 @@ def jitter(seconds: float) -> float:
 
 
 def _connect_failure(error: OSError) -> str:
-    """What a failed connection says: for a refused one (on every address the host has), the
-    words envhub has always used (httpx's), which users and scripts may match; else the error.
+    """What a failed connection from an event loop says: for a refused one (on every address
+    the host has), the words envhub's errors have always used there (httpx's), which users and
+    scripts may match; else the error.
 
     >>> _connect_failure(ConnectionRefusedError(111, "Connect call failed ('127.0.0.1', 9)"))
     'All connection attempts failed'
     """
     refused = isinstance(error, ConnectionRefusedError) or str(error).startswith("Multiple exceptions")
     return "All connection attempts failed" if refused else str(error) or type(error).__name__
-
-
-def _os_error(error: BaseException) -> OSError | None:
-    """The OSError under ``error`` (httpx wraps it twice), if any."""
-    seen: BaseException | None = error
-    while seen is not None and not isinstance(seen, OSError):
-        seen = seen.__cause__ or seen.__context__
-    return seen
 
 
 def _origin(url: str) -> str:
