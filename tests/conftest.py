@@ -161,6 +161,9 @@ SLOW: tuple[str, ...] = (
     # test_import_openenv.py: openenv init, and each process importing openenv-core (~6 s)
     "test_import_openenv.py::test_an_openenv_init_environment_imports_validates_and_evaluates",
     "test_import_openenv.py::test_seeds_reach_reset_and_the_environment_ends_the_episode",
+    # test_serve_workers.py, test_serve_ors_root.py: real envhub serve processes, workers killed and restarted
+    "test_serve_workers.py",
+    "test_serve_ors_root.py::test_a_clash_with_envhubs_routes_refuses_to_start",
     # test_import_inspect.py, test_import_verifiers.py: processes importing inspect_ai / verifiers (3-7 s)
     "test_import_inspect.py::test_an_inspect_task_imports_validates_and_evaluates",
     "test_import_inspect.py::test_a_csv_multiple_choice_task_imports_and_evaluates",
