@@ -113,17 +113,24 @@ class HttpClient:
     (:meth:`request`) and from synchronous code (:meth:`request_sync`).
 
     ``max_connections`` bounds the open connections to each origin (size it to the run's
-    concurrency; requests beyond it wait for a free one, which is not a timeout).
-    ``timeout_s`` is a request's whole time unless the request says otherwise;
-    ``connect_timeout_s`` bounds making a connection. A connection not made within
-    ``connect_retry_s`` (four times that for ``https://``, whose handshake takes more round
-    trips) is abandoned and made again at once, with twice the time, until the connect timeout
-    is used up: a server whose accept queue is full (a small listen backlog under a burst of new
-    connections) drops the connection's SYN, and the kernel would send it again only after a
-    second, then three (tests/test_http_core.py measures both). ``None`` leaves it to the
-    kernel. Idle connections are dropped after
-    ``keepalive_s``, shorter than servers' keep-alive, so a server never closes one under a
-    request. Proxies come from ``HTTPS_PROXY``/``HTTP_PROXY``/``NO_PROXY``, read once per origin.
+    concurrency; requests beyond it wait for a free one, which is not a timeout). Each origin
+    has one pool: splitting it into several, as envhub did on httpx, measured no gain on
+    aiohttp, whose pool finds a free connection in constant time (bench/http_clients.py).
+    ``timeout_s`` bounds making the connection and each wait for the answer's bytes, as httpx
+    counts (a request may say otherwise); ``connect_timeout_s`` bounds making a connection.
+
+    A connection not made within ``connect_retry_s`` (four times that for ``https://``, whose
+    handshake takes more round trips) is abandoned and made again at once, with twice the time,
+    until the connect timeout is used up. A server whose accept queue is full (a small listen
+    backlog under a burst of new connections) drops the connection's SYN, and the kernel would
+    send it again only after a second, then three, seven... (tests/test_http_core.py measures
+    both). ``None`` leaves it to the kernel. The window is the event loop's time: a loop too busy
+    to see a connection complete within it makes one connection more (none in bench/eval_http.py's
+    runs at concurrency 256).
+
+    Idle connections are dropped after ``keepalive_s``, shorter than servers' keep-alive, so a
+    server never closes one under a request. Proxies come from ``HTTPS_PROXY``/``HTTP_PROXY``/
+    ``NO_PROXY``, read once per origin.
 
     The connections belong to the event loop that opened them: used from another loop (a
     later ``asyncio.run``), the client opens new ones. Close it with :meth:`aclose` from the

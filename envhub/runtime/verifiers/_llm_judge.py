@@ -96,8 +96,10 @@ class LlmJudgeVerifier(Verifier):
 
     @property
     def client(self) -> ChatClient:
-        """The judge's endpoint client, made on first use. Raises :class:`VerifierError` when
-        OpenAI's endpoint is named and the key variable is unset: no request could succeed."""
+        """The judge's endpoint client, made on first use (its requests go through envhub's
+        HTTP client, :mod:`envhub.runtime._http`, as a policy's do; pass ``client`` to share
+        one). Raises :class:`VerifierError` when OpenAI's endpoint is named and the key variable
+        is unset: no request could succeed."""
         if self._client is None:
             if not self._key and "api.openai.com" in self.base_url:
                 raise VerifierError(f"the llm-judge needs an API key for {self.base_url}: "
