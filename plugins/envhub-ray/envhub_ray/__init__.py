@@ -27,10 +27,12 @@ __all__ = ["DISTRIBUTION", "RayExecutor", "envhub_executors"]
 DISTRIBUTION = "envhub-ray"
 
 
-def _make() -> Any:
+def _make(address: str | None = None) -> Any:
+    """The executor ``ray``; ``address`` is the cluster to join (None: ``RAY_ADDRESS``, else a
+    local cluster)."""
     from envhub_ray._executor import RayExecutor
 
-    return RayExecutor()
+    return RayExecutor(address=address)
 
 
 @hookimpl
