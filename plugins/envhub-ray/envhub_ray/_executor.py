@@ -212,6 +212,9 @@ class _Run:
                                    "with -j") from None
         except self.ray.exceptions.RayTaskError as e:
             raise _actor_failed(self.ray, None, e) from None
+        except self.ray.exceptions.RayError as e:  # its process or node gone before it could load
+            raise WorkerError(f"a Ray actor died while loading the environment: {e}",
+                              hint="'ray status' shows the cluster's nodes; run again when they are up") from None
         for actor, info in zip(self.actors, infos, strict=True):
             actor.pid, actor.node = info["pid"], info["node"]
         self.tasks = [asyncio.create_task(self._drive(a)) for a in self.actors]
