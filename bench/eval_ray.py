@@ -42,6 +42,8 @@ import envhub  # noqa: E402
 from envhub.context import Context  # noqa: E402
 
 RAY = str(Path(sys.executable).parent / "ray")
+#: The bench cluster's nodes and this driver: no usage report, no token authentication.
+RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
 
 
 #: The driver's CPU seconds per rollout of each run, by executor (this process, its threads included).
@@ -91,7 +93,7 @@ class Cluster:
             self.nodes.append(subprocess.Popen([RAY, "start", "--block", "--disable-usage-stats",
                                                 "--object-store-memory=80000000", *args],
                                                stdout=f, stderr=subprocess.STDOUT, start_new_session=True,
-                                               env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}))
+                                               env={**os.environ, **RAY_ENV}))
         deadline = time.monotonic() + 120
         while "Ray runtime started" not in log.read_text():
             if self.nodes[-1].poll() is not None or time.monotonic() > deadline:
@@ -145,6 +147,7 @@ def main(argv: list[str] | None = None) -> int:
             fast.wait()
         print(f"one worker's ceiling (local, no latency, concurrency 256): {ceiling:.0f} rollouts/s")
 
+        os.environ.update(RAY_ENV)
         cluster = Cluster(root, workers=2)
         slow = serve(root / "answers.json", args.latency_ms / 1000)
         try:

@@ -32,6 +32,10 @@ pytest.importorskip("envhub_ray")
 
 ARITH = Path(__file__).parent.parent / "example_envs" / "arith-word-problems"
 RAY = str(Path(sys.executable).parent / "ray")
+#: The test cluster's nodes and the drivers that join it: no usage report, and no token
+#: authentication (Ray turns it on when it finds a token in ~/.ray, which a local ray.init
+#: writes there).
+RAY_ENV = {"RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "disabled"}
 
 #: A policy that notes, per call, its process and the task (a file ``PID-HASH`` under
 #: $ENVHUB_TEST_CALLS) and answers after $ENVHUB_TEST_DELAY seconds. (The actors get the
@@ -90,7 +94,7 @@ def _start_node(temp: Path, *args: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen([RAY, "start", "--block", "--disable-usage-stats", "--object-store-memory=80000000",
                              *ports, *args],
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                            env={**os.environ, "RAY_USAGE_STATS_ENABLED": "0"})
+                            env={**os.environ, **RAY_ENV})
 
 
 def _wait_for_nodes(address: str, count: int, nodes: list[subprocess.Popen[bytes]], logs: Path) -> None:
@@ -100,7 +104,8 @@ def _wait_for_nodes(address: str, count: int, nodes: list[subprocess.Popen[bytes
             f"ray.init(address={address!r}, logging_level='error', log_to_driver=False)\n"
             f"while sum(1 for n in ray.nodes() if n['Alive'] and n['Resources'].get('CPU')) < {count}:\n"
             "    time.sleep(0.2)\n")
-    waiter = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    waiter = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              env={**os.environ, **RAY_ENV})
     deadline = time.monotonic() + 90
     try:
         while waiter.poll() is None:
@@ -210,7 +215,7 @@ def _alive(pid: int) -> bool:
 
 def _eval(cluster: Cluster, *args: str, cwd: Path, env: dict[str, str] | None = None) -> Any:
     return run_envhub("eval", *args, "--executor", "ray", cwd=cwd,
-                      env={"RAY_ADDRESS": cluster.address, **(env or {})})
+                      env={"RAY_ADDRESS": cluster.address, **RAY_ENV, **(env or {})})
 
 
 # --- records --------------------------------------------------------------------------------
@@ -239,6 +244,7 @@ def test_actors_run_on_both_worker_nodes_and_end_with_the_run(cluster: Cluster, 
     assert len(pids) == 2, pids  # one actor per worker node (the head has no CPU)
     assert len(list(calls.iterdir())) == 20
     assert not any(_alive(pid) for pid in pids)  # the actors are gone once the run ends
+    assert len(_raylets()) >= 3  # (the check of the local-cluster test sees a cluster's nodes)
     # Positive control: -j 1 asks for one actor, and one process plays every episode.
     for p in calls.iterdir():
         p.unlink()
@@ -259,7 +265,8 @@ def test_a_killed_worker_node_has_its_episodes_rerun_and_no_record_written_twice
     proc = subprocess.Popen([ENVHUB, "eval", str(ARITH), "-s", "dev", "-c", "4", "-p", spec, "-o", str(out),
                              "--executor", "ray", "--json"], cwd=tmp_path, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "RAY_ADDRESS": cluster.address, "ENVHUB_TEST_CALLS": str(calls),
+                            env={**os.environ, **RAY_ENV, "RAY_ADDRESS": cluster.address,
+                                 "ENVHUB_TEST_CALLS": str(calls),
                                  "ENVHUB_TEST_DELAY": "0.1"})
     try:
         deadline = time.monotonic() + 60
@@ -302,6 +309,34 @@ def test_the_exactly_once_check_notices_a_duplicate_a_missing_and_a_stray_record
     a, b, c = sorted(records, key=lambda r: r.task_id)
     assert _exactly_once([a, b, b], expected) == [f"{(b.task_id, 0)} written 2 times", f"{(c.task_id, 0)} missing"]
     assert _exactly_once([a, b, c], expected - {(c.task_id, 0)}) == [f"{(c.task_id, 0)} not a rollout of the run"]
+
+
+def _raylets() -> set[int]:
+    """The raylets running on this machine (one per Ray node)."""
+    found = set()
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if b"/raylet/raylet\0" in (proc / "cmdline").read_bytes():
+                    found.add(int(proc.name))
+            except OSError:
+                pass
+    return found
+
+
+def test_without_an_address_a_local_cluster_is_started_for_the_run_and_stopped(tmp_path: Path) -> None:
+    before = _raylets()
+    # Ray writes a token for a local cluster under ~/.ray: a home of the test's own.
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("RAY_")}, "HOME": str(tmp_path)}
+    proc = subprocess.run([ENVHUB, "eval", str(ARITH), "-s", "dev", "-n", "6", "--executor", "ray", "-o", "out.jsonl",
+                           "--json"], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["ran"] == 6
+    assert len(read_records(tmp_path / "out.jsonl")) == 6
+    deadline = time.monotonic() + 10
+    while _raylets() - before:  # the local node's raylet is stopped with the run
+        assert time.monotonic() < deadline, _raylets() - before
+        time.sleep(0.2)
 
 
 # --- errors ------------------------------------------------------------------------------------
