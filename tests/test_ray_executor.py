@@ -234,6 +234,18 @@ def test_same_records_as_the_local_executor(cluster: Cluster, tmp_path: Path) ->
     assert json.loads(result.out)["mean_reward"] == local.summary.mean_reward == 1.0
 
 
+def test_resume_plays_only_the_missing_rollouts(cluster: Cluster, tmp_path: Path) -> None:
+    full = envhub.evaluate(ARITH, "reference", split="dev", k=2, seed=1, output=tmp_path / "full.jsonl",
+                           context=Context.create(autoload=False, cwd=tmp_path))
+    lines = (tmp_path / "full.jsonl").read_text().splitlines(keepends=True)
+    (tmp_path / "out.jsonl").write_text("".join(lines[:150]) + lines[150][:40])  # and a torn one, as a kill leaves
+    result = _eval(cluster, str(ARITH), "-s", "dev", "-k", "2", "--seed", "1", "-o", "out.jsonl", "--resume",
+                   "--json", cwd=tmp_path)
+    assert result.code == 0, result.err
+    assert (json.loads(result.out)["skipped"], json.loads(result.out)["ran"]) == (150, 50)
+    assert _by_rollout(read_records(tmp_path / "out.jsonl")) == _by_rollout(full.records)
+
+
 def test_actors_run_on_both_worker_nodes_and_end_with_the_run(cluster: Cluster, tmp_path: Path,
                                                               call_policy: tuple[str, Path]) -> None:
     spec, calls = call_policy

@@ -400,7 +400,3 @@ class EnvironmentActor:
                 await plan.policy.aclose()
             finally:
                 plan.env.close()
-
-    async def pid(self) -> int:
-        """This actor's process id (the fault test kills it)."""
-        return os.getpid()
