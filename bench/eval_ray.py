@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -164,13 +164,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"  {name:<14} {seconds:6.2f} s")
             DRIVER_CPU.clear()
             for concurrency in (256, 1024):
-                sides: dict[str, Callable[[], float]] = {
-                    "local": lambda c=concurrency: run(env, out, concurrency=c, executor="local", jobs=None,
-                                                       base_url=url, tasks=n),
-                    "processes -j 2": lambda c=concurrency: run(env, out, concurrency=c, executor="processes",
-                                                                jobs=2, base_url=url, tasks=n),
-                    "ray (2 nodes)": lambda c=concurrency: run(env, out, concurrency=c, executor=ray, jobs=None,
-                                                               base_url=url, tasks=n),
+                common = {"concurrency": concurrency, "base_url": url, "tasks": n}
+                sides: dict[str, object] = {
+                    "local": partial(run, env, out, executor="local", jobs=None, **common),
+                    "processes -j 2": partial(run, env, out, executor="processes", jobs=2, **common),
+                    "ray (2 nodes)": partial(run, env, out, executor=ray, jobs=None, **common),
                 }
                 bounds = {"local": min(concurrency / latency, ceiling),
                           "processes -j 2": min(concurrency / latency, 2 * ceiling),
