@@ -4,7 +4,7 @@
 
 An OpenAI-compatible server (tests/openai_server.py, test infrastructure) runs in its own
 process on 127.0.0.1 and answers each task's prompt with its answer. Both sides send the
-same requests through the same client (envhub's ChatClient on httpx2) at the same
+same requests through the same client (envhub's ChatClient, on its HttpClient) at the same
 concurrency:
 
 - baseline: a plain asyncio loop; each request is the system and task prompts, and the
