@@ -324,3 +324,44 @@ def test_control_the_same_burst_stalls_when_the_kernel_retries_the_connects() ->
             if stalls[-1][0] >= 0.9:
                 break
     assert max(s for s, _ in stalls) >= 0.9, stalls
+
+
+# --- one client shared by the clients of a run -------------------------------------------------
+
+
+def test_clients_of_a_run_share_one_http_client_and_leave_it_open(openai_server, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # The run's owner makes one HttpClient and passes it to a policy's and a judge's ChatClient
+    # and to a served environment; closing those leaves it open, and it holds one pool per origin.
+    from envhub.context import Context
+    from envhub.runtime import ChatClient, load_remote
+    from tests.serve_fixtures import make_bundles, start_server
+
+    openai_server.script = lambda request: "4"
+    bundles = make_bundles(tmp_path / "bundles")
+    served = start_server([str(bundles["single-turn"])], tmp_path / "serve")
+    try:
+        async def run() -> list[str]:
+            async with HttpClient(max_connections=8) as http:
+                policy = ChatClient(openai_server.base_url, http=http)
+                judge = ChatClient(openai_server.base_url, "sk-judge", http=http)
+                settings = Context.create(autoload=False, environ={}).settings
+                env = load_remote(served.url("acme/arith"), settings=settings, http=http)
+                task = env.tasks("dev")[0]
+                episode = env.episode(task)
+                await episode.areset()
+                assert (await episode.astep(str(task["answer"]))).done  # the server closes it
+                answers = [(await policy.complete(model="m", messages=[{"role": "user", "content": "2+2"}])).message,
+                           (await judge.complete(model="j", messages=[{"role": "user", "content": "grade"}])).message]
+                await policy.aclose()
+                await judge.aclose()
+                await env.aclose()
+                # still open: the run's owner closes it
+                assert (await http.request("GET", f"{served.base_url}/v1/health")).status == 200
+                assert sorted(http._sessions) == sorted({openai_server.base_url.rsplit("/", 1)[0], served.base_url})
+                env.close()
+                return [str(a["content"]) for a in answers]
+
+        assert asyncio.run(run()) == ["4", "4"]
+    finally:
+        served.stop()
+    assert [r.headers.get("authorization") for r in openai_server.requests] == [None, "Bearer sk-judge"]
