@@ -120,9 +120,6 @@ class RayExecutor(Executor):
     def _placements(self, ray: Any, plan: RolloutPlan, n_jobs: int) -> list[dict[str, Any]]:
         """The Ray options of each actor to start: pinned one per node with a CPU, or N spread."""
         base: dict[str, Any] = {"num_cpus": self.cpus_per_actor, "max_restarts": 0, "max_concurrency": 10_000}
-        env = {k: v for k, v in os.environ.items() if k.startswith(FORWARDED_PREFIXES)}
-        if env:
-            base["runtime_env"] = {"env_vars": env}
         count = self.actors or plan.workers
         if count:
             return [{**base, "scheduling_strategy": "SPREAD"} for _ in range(min(count, n_jobs))]
@@ -201,8 +198,10 @@ class _Run:
         settings = _ActorPlan(timeout_s=self.plan.timeout_s, concurrency=share, provenance=self.plan.provenance,
                               scoring=self.plan.scoring)
         cls = self.ray.remote(EnvironmentActor)
+        env = {k: v for k, v in os.environ.items() if k.startswith(FORWARDED_PREFIXES)}
         for index, options in enumerate(placements):
-            self.actors.append(_Actor(index, cls.options(**options).remote(self.source, settings, list(sys.path))))
+            self.actors.append(_Actor(index, cls.options(**options).remote(self.source, settings, list(sys.path),
+                                                                           env)))
         try:
             infos = await asyncio.wait_for(asyncio.gather(*(a.handle.load.remote() for a in self.actors)),
                                            LOAD_TIMEOUT_S)
@@ -337,7 +336,10 @@ class EnvironmentActor:
     event loop. Made a Ray actor class by the driver (``ray.remote``), so this module does
     not import Ray."""
 
-    def __init__(self, source: RolloutSource, settings: _ActorPlan, path: list[str]) -> None:
+    def __init__(self, source: RolloutSource, settings: _ActorPlan, path: list[str], env: dict[str, str]) -> None:
+        # Set here rather than as a Ray runtime_env: an actor then takes one of the worker
+        # processes Ray has already started, instead of waiting for a new one.
+        os.environ.update(env)
         # The driver's sys.path first (what exists of it on this node), so a python: policy
         # and the bundle's code import as they do there.
         sys.path[:0] = [p for p in path if p not in sys.path and (not p or Path(p).exists())]
