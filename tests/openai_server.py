@@ -17,9 +17,9 @@ It is a small HTTP/1.1 server on ``asyncio.start_server`` running in a thread of
 keep-alive, ``TCP_NODELAY``, a backlog of 2048. Chosen by measurement against
 ``ThreadingHTTPServer`` (a thread per connection), each in its own process, at concurrency 256
 (``python -m tests.openai_server --bench``, 2-CPU VM): 10,500 to 12,600 requests/s against
-3,700 to 4,000 with a raw keep-alive client. Through httpx2 the client, not the server, is the
-limit (~400-500 requests/s from one AsyncClient with 256 connections; ChatClient's pools of 16
-reach ~630-760), so benchmarks should run the server as a process.
+3,700 to 4,000 with a raw keep-alive client. A client in the same process is the limit (envhub's
+aiohttp-based ``HttpClient`` reaches ~6,000-6,800 requests/s at concurrency 256, bench/http_clients.py),
+so benchmarks should run the server as a process.
 
 Use it as a pytest fixture (``openai_server`` in ``tests/conftest.py``), as a context manager
 (``with serve(script) as server: server.base_url``), or as a process
