@@ -363,7 +363,7 @@ def test_an_address_nothing_listens_on_is_a_clear_error_within_seconds(tmp_path:
     assert result.err.splitlines() == [
         f"envhub: error: cannot connect to the Ray cluster at 127.0.0.1:{port}: Connection refused",
         "  hint: start it with 'ray start --head --port PORT' (and 'ray start --address HEAD:PORT' on the other "
-        "machines), and pass HEAD:PORT with RAY_ADDRESS or --address"]
+        "machines), and pass HEAD:PORT in RAY_ADDRESS"]
     assert time.monotonic() - start < 30
     assert not (tmp_path / "out.jsonl").exists() or not (tmp_path / "out.jsonl").read_text()  # no record
 
