@@ -311,6 +311,42 @@ def test_a_killed_worker_node_has_its_episodes_rerun_and_no_record_written_twice
     assert all(victim in by_task[key] for key in rerun)  # started by the killed actor, finished by the other
 
 
+def test_when_every_actor_dies_the_run_stops_and_resumes_to_exactly_one_record_each(
+        cluster: Cluster, tmp_path: Path, call_policy: tuple[str, Path]) -> None:
+    spec, calls = call_policy
+    out = tmp_path / "out.jsonl"
+    args = [ENVHUB, "eval", str(ARITH), "-s", "dev", "-c", "2", "-j", "1", "-p", spec, "-o", str(out), "--executor",
+            "ray"]
+    env = {**os.environ, **RAY_ENV, "RAY_ADDRESS": cluster.address, "ENVHUB_TEST_CALLS": str(calls),
+           "ENVHUB_TEST_DELAY": "0.1"}
+    proc = subprocess.Popen(args, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while not (out.exists() and out.read_text().count("\n") >= 10):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr and proc.stderr.read()
+            time.sleep(0.05)
+        [actor] = _pids(calls)  # -j 1: the one actor
+        os.kill(actor, signal.SIGKILL)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 2, stderr
+    assert "envhub: error: every Ray actor died before the run's rollouts finished (the last: actor 0 (pid " \
+           f"{actor} on node " in stderr
+    assert "hint: the rollouts that finished are in the records file; run again with --resume" in stderr
+    written = read_records(out)
+    assert 10 <= len(written) < 100
+    assert _exactly_once(written, {(r.task_id, 0) for r in written}) == []
+
+    resumed = subprocess.run([*args, "--resume"], cwd=tmp_path, capture_output=True, text=True, env=env, timeout=120)
+    assert resumed.returncode == 0, resumed.stderr
+    with envhub.load(ARITH) as environment:
+        expected = {(task.id, 0) for task in environment.tasks("dev")}
+    assert _exactly_once(read_records(out), expected) == []
+
+
 def test_the_exactly_once_check_notices_a_duplicate_a_missing_and_a_stray_record(tmp_path: Path) -> None:
     """Positive control of :func:`_exactly_once`, the fault test's check."""
     result = envhub.evaluate(ARITH, "reference", split="dev", n=3, output=tmp_path / "out.jsonl",
