@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -36,6 +36,7 @@ def evaluate(env: EnvironmentProtocol | str | os.PathLike[str], policy: Policy |
              output: str | os.PathLike[str] | None = None, output_dir: str | os.PathLike[str] | None = None,
              resume: bool = False, curriculum: bool = False, timeout_s: float | None = None,
              success_threshold: float = 1.0, executor: Executor | str = "local", jobs: int | None = None,
+             executor_options: Mapping[str, str] | None = None,
              base_url: str | None = None, record_tokens: bool = False, force_self_judge: bool = False,
              context: Context | None = None, trust_code: bool = False, registry: str | None = None,
              with_heldout: bool = False, offline: bool | None = None,
@@ -49,7 +50,8 @@ def evaluate(env: EnvironmentProtocol | str | os.PathLike[str], policy: Policy |
     (``reference``, ``noop``, ``openai:MODEL`` with ``base_url``, ``python:MODULE:FUNC``, or
     one a plugin provides). ``n`` tasks (default all; the first ``n`` after shuffling with
     ``seed``), each played ``k`` times, ``concurrency`` at once, through ``executor``
-    (``"local"`` or one a plugin provides); with ``curriculum``, ``n`` draws of the manifest's
+    (``"local"`` or one a plugin provides, made with ``executor_options`` such as
+    ``{"address": "HEAD:PORT"}`` for ``ray``); with ``curriculum``, ``n`` draws of the manifest's
     curriculum instead. Records are appended to ``output`` (``resume`` continues a run that
     file holds), else to a new file under ``output_dir``, else kept only in the result.
     ``record_tokens`` makes a spec's policy keep each turn's token ids and log-probs in the
@@ -64,8 +66,9 @@ def evaluate(env: EnvironmentProtocol | str | os.PathLike[str], policy: Policy |
     evaluation = prepare_evaluation(
         env, policy, split=split, n=n, k=k, concurrency=concurrency, seed=seed, output=output, output_dir=output_dir,
         resume=resume, curriculum=curriculum, timeout_s=timeout_s, success_threshold=success_threshold,
-        executor=executor, jobs=jobs, base_url=base_url, record_tokens=record_tokens, force_self_judge=force_self_judge,
-        context=context, trust_code=trust_code, registry=registry, with_heldout=with_heldout, offline=offline)
+        executor=executor, jobs=jobs, executor_options=executor_options, base_url=base_url, record_tokens=record_tokens,
+        force_self_judge=force_self_judge, context=context, trust_code=trust_code, registry=registry,
+        with_heldout=with_heldout, offline=offline)
     try:
         return asyncio.run(evaluation.run(on_record))
     finally:
@@ -88,6 +91,7 @@ def prepare_evaluation(env: EnvironmentProtocol | str | os.PathLike[str], policy
                        output: str | os.PathLike[str] | None = None, output_dir: str | os.PathLike[str] | None = None,
                        resume: bool = False, curriculum: bool = False, timeout_s: float | None = None,
                        success_threshold: float = 1.0, executor: Executor | str = "local", jobs: int | None = None,
+                       executor_options: Mapping[str, str] | None = None,
                        base_url: str | None = None, record_tokens: bool = False, force_self_judge: bool = False,
                        context: Context | None = None, trust_code: bool = False, registry: str | None = None,
                        with_heldout: bool = False, offline: bool | None = None) -> Evaluation:
@@ -105,7 +109,13 @@ def prepare_evaluation(env: EnvironmentProtocol | str | os.PathLike[str], policy
     if context is None:
         context = Context.create()
     # Before loading: a wrong executor name, or what it cannot run, fails fast.
-    runner = executor if isinstance(executor, Executor) else make_executor(executor, plugins=context.plugins)
+    if isinstance(executor, Executor) and executor_options:
+        from envhub.errors import UsageError
+
+        raise UsageError("executor_options apply to an executor named by its name, not to an executor object",
+                         hint="pass the options to the executor when you make it")
+    runner = executor if isinstance(executor, Executor) else make_executor(executor, plugins=context.plugins,
+                                                                          options=executor_options)
     _check_executor(runner, executor, env, policy, jobs)
     loaded = isinstance(env, (str, os.PathLike))
     environment = _load(env, context=context, trust_code=trust_code, registry=registry, with_heldout=with_heldout,

@@ -230,13 +230,17 @@ class PolicyKind:
 
 @dataclass(frozen=True)
 class ExecutorKind:
-    """A rollout executor for ``envhub eval --executor NAME``: ``make()`` returns an
-    `envhub.runtime.Executor` that runs a plan's rollouts and yields their
-    records."""
+    """A rollout executor for ``envhub eval --executor NAME``: ``make(**options)`` returns an
+    `envhub.runtime.Executor` that runs a plan's rollouts and yields their records.
+
+    ``options`` names the executor options ``make`` takes as keyword arguments (today
+    ``address``, from ``eval --address``: the cluster to join); an option the kind does not
+    name is refused before ``make`` is called."""
 
     name: str
-    make: Callable[[], Executor]
+    make: Callable[..., Executor]
     description: str = ""
+    options: tuple[str, ...] = ()
 
 
 class ImportOutcome(Protocol):

@@ -164,6 +164,14 @@ SLOW: tuple[str, ...] = (
     # test_serve_workers.py, test_serve_ors_root.py: real envhub serve processes, workers killed and restarted
     "test_serve_workers.py",
     "test_serve_ors_root.py::test_a_clash_with_envhubs_routes_refuses_to_start",
+    # test_ray_executor.py: a real Ray cluster (a head and two worker nodes) started, drained and stopped
+    "test_ray_executor.py::test_same_records_as_the_local_executor",
+    "test_ray_executor.py::test_resume_plays_only_the_missing_rollouts",
+    "test_ray_executor.py::test_actors_run_on_both_worker_nodes_and_end_with_the_run",
+    "test_ray_executor.py::test_a_killed_worker_node_has_its_episodes_rerun_and_no_record_written_twice",
+    "test_ray_executor.py::test_when_every_actor_dies_the_run_stops_and_resumes_to_exactly_one_record_each",
+    "test_ray_executor.py::test_an_actor_that_cannot_load_the_policy_ends_the_run_naming_it",
+    "test_ray_executor.py::test_without_an_address_a_local_cluster_is_started_for_the_run_and_stopped",
     # test_import_inspect.py, test_import_verifiers.py: processes importing inspect_ai / verifiers (3-7 s)
     "test_import_inspect.py::test_an_inspect_task_imports_validates_and_evaluates",
     "test_import_inspect.py::test_a_csv_multiple_choice_task_imports_and_evaluates",

@@ -269,7 +269,7 @@ def test_envhub_load_finds_an_installed_environment_package(plugin_venv: PluginV
 ROOT = Path(__file__).resolve().parent.parent
 #: The distributions besides envhub-rl: code that may use envhub's public names only.
 OTHER_DISTRIBUTIONS = (ROOT / "registry", ROOT / "plugins" / "envhub-reasoning-gym",
-                       ROOT / "plugins" / "envhub-containers")
+                       ROOT / "plugins" / "envhub-containers", ROOT / "plugins" / "envhub-ray")
 
 
 def _private_envhub_imports(path: Path) -> list[tuple[int, str]]:

@@ -323,3 +323,46 @@ def test_a_served_environment_is_reached_by_each_worker(tmp_path: Path, context:
         server.stop()
     assert processes.ran == local.ran > 2
     assert _by_rollout(processes.records) == _by_rollout(local.records)
+
+
+def test_an_executor_option_reaches_only_an_executor_that_takes_it(tmp_path: Path) -> None:
+    from envhub.plugin import ExecutorKind, hookimpl
+    from envhub.runtime import LocalExecutor
+
+    made: list[dict[str, str]] = []
+
+    class Clustered:
+        @hookimpl
+        def envhub_executors(self) -> list[ExecutorKind]:
+            def make(address: str | None = None) -> LocalExecutor:
+                made.append({"address": address} if address else {})
+                return LocalExecutor()
+            return [ExecutorKind("clustered", make, options=("address",))]
+
+    context = Context.create(autoload=False, cwd=tmp_path)
+    context.plugins.register(Clustered(), "clustered")
+    result = envhub.evaluate(ARITH, "reference", split="dev", n=2, executor="clustered",
+                             executor_options={"address": "10.0.0.1:6379"}, context=context)
+    assert result.ran == 2 and made == [{"address": "10.0.0.1:6379"}]
+    # An executor that does not name the option refuses it before anything is loaded or run,
+    # and says which executor takes it.
+    for executor in ("local", "processes"):
+        with pytest.raises(UsageError) as exc:
+            envhub.evaluate(ARITH, "reference", split="dev", executor=executor,
+                            executor_options={"address": "10.0.0.1:6379"}, context=context)
+        assert (exc.value.message, exc.value.hint) == (f"executor {executor!r} takes no --address",
+                                                       "--address is for --executor clustered")
+    with pytest.raises(UsageError, match="apply to an executor named by its name"):
+        envhub.evaluate(ARITH, "reference", split="dev", executor=LocalExecutor(),
+                        executor_options={"address": "x:1"}, context=context)
+    assert made == [{"address": "10.0.0.1:6379"}]
+
+
+def test_address_on_the_command_line_for_an_executor_without_a_cluster_exits_2(tmp_path: Path) -> None:
+    result = run_envhub("eval", str(ARITH), "-s", "dev", "--address", "10.0.0.1:6379", "-o", "out.jsonl",
+                        cwd=tmp_path)
+    assert result.code == 2 and "Traceback" not in result.err
+    # The Ray plugin is in the dev set: it is the executor the hint names.
+    assert result.err == ("envhub: error: executor 'local' takes no --address\n"
+                          "  hint: --address is for --executor ray\n")
+    assert not (tmp_path / "out.jsonl").exists()

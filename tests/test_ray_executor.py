@@ -214,8 +214,10 @@ def _alive(pid: int) -> bool:
 
 
 def _eval(cluster: Cluster, *args: str, cwd: Path, env: dict[str, str] | None = None) -> Any:
-    return run_envhub("eval", *args, "--executor", "ray", cwd=cwd,
-                      env={"RAY_ADDRESS": cluster.address, **RAY_ENV, **(env or {})})
+    """``envhub eval ARGS`` on the cluster, named with ``--address`` (the tests that kill nodes
+    name it with RAY_ADDRESS, the other way)."""
+    return run_envhub("eval", *args, "--executor", "ray", "--address", cluster.address, cwd=cwd,
+                      env={**RAY_ENV, **(env or {})})
 
 
 # --- records --------------------------------------------------------------------------------
@@ -399,7 +401,7 @@ def test_an_address_nothing_listens_on_is_a_clear_error_within_seconds(tmp_path:
     assert result.err.splitlines() == [
         f"envhub: error: cannot connect to the Ray cluster at 127.0.0.1:{port}: Connection refused",
         "  hint: start it with 'ray start --head --port PORT' (and 'ray start --address HEAD:PORT' on the other "
-        "machines), and pass HEAD:PORT in RAY_ADDRESS"]
+        "machines), and pass HEAD:PORT with --address (or in RAY_ADDRESS)"]
     assert time.monotonic() - start < 30
     assert not (tmp_path / "out.jsonl").exists() or not (tmp_path / "out.jsonl").read_text()  # no record
 

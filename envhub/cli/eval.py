@@ -52,8 +52,10 @@ def trust_option(f: Any) -> Any:
               help="Where rollouts run: local (this process), processes (-j worker processes on this machine), "
                    "or an executor an installed plugin provides.")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), envvar="ENVHUB_JOBS", show_envvar=True,
-              help="Worker processes for --executor processes (default: the number of CPUs); -c is split "
-                   "among them.")
+              help="Worker processes for --executor processes (default: the number of CPUs), or actors for an "
+                   "executor such as ray; -c is split among them.")
+@click.option("--address", help="The cluster an executor that runs on one joins (--executor ray: HEAD:PORT; default: "
+                                "RAY_ADDRESS, else a local cluster for the run).")
 @trust_option
 @registry_option
 @offline_option
@@ -64,8 +66,8 @@ def eval_(ctx: click.Context, target: str, split: str, policy_spec: str, limit: 
           use_curriculum: bool, timeout_s: float | None, base_url: str | None, record_tokens: bool,
           success_threshold: float,
           with_heldout: bool,
-          force_self_judge: bool, executor: str, jobs: int | None, trust: bool, registry: str | None, offline: bool,
-          as_json: bool) -> None:
+          force_self_judge: bool, executor: str, jobs: int | None, address: str | None, trust: bool,
+          registry: str | None, offline: bool, as_json: bool) -> None:
     """Roll out a policy on one split of an environment, writing one JSONL record per
     episode (messages, tool calls, reward, breakdown, timing, error, provenance) and a
     summary (mean reward, pass@k, per-criterion means, errors).
@@ -85,8 +87,9 @@ def eval_(ctx: click.Context, target: str, split: str, policy_spec: str, limit: 
         target, policy_spec, split=split, n=limit, k=rollouts_per_task, concurrency=concurrency, seed=seed,
         output=output, output_dir=Path("envhub-runs") if output is None else None, resume=resume,
         curriculum=use_curriculum, timeout_s=timeout_s, success_threshold=success_threshold, executor=executor,
-        jobs=jobs, base_url=base_url, record_tokens=record_tokens, force_self_judge=force_self_judge, context=context,
-        trust_code=trust, registry=registry, with_heldout=with_heldout, offline=True if offline else None)
+        jobs=jobs, executor_options={"address": address} if address else None, base_url=base_url,
+        record_tokens=record_tokens, force_self_judge=force_self_judge, context=context, trust_code=trust,
+        registry=registry, with_heldout=with_heldout, offline=True if offline else None)
     try:
         result = asyncio.run(_run_with_progress(evaluation, show=_progress_wanted(as_json)))
     except KeyboardInterrupt:

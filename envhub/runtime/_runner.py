@@ -14,7 +14,7 @@ import asyncio
 import hashlib
 import time
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -259,19 +259,29 @@ class LocalExecutor(Executor):
             await asyncio.gather(*workers, return_exceptions=True)
 
 
-def make_executor(name: str = "local", *, plugins: PluginLookup) -> Executor:
+def make_executor(name: str = "local", *, plugins: PluginLookup,
+                  options: Mapping[str, str] | None = None) -> Executor:
     """The executor registered as ``name`` (``local``, or one an installed plugin provides)
-    in ``plugins``.
+    in ``plugins``, made with ``options`` (``{"address": ...}`` from ``eval --address``).
 
-    Raises :class:`envhub.errors.UsageError` for a name nothing provides, and
-    :class:`envhub.errors.PluginConflictError` for one two plugins provide."""
+    Raises :class:`envhub.errors.UsageError` for a name nothing provides, or an option the
+    executor does not take, and :class:`envhub.errors.PluginConflictError` for one two
+    plugins provide."""
     from envhub.errors import UsageError
 
     kind = plugins.lookup("executors", name)
     if kind is None:
         raise UsageError(f"unknown executor {name!r}; executors: {', '.join(plugins.names('executors'))}",
                          hint="install the plugin that provides it ('envhub plugins' lists what is installed)")
-    executor = kind.make()
+    options = dict(options or {})
+    for option in options:
+        if option not in kind.options:
+            takers = [n for n in plugins.names("executors")
+                      if option in getattr(plugins.lookup("executors", n), "options", ())]
+            raise UsageError(f"executor {name!r} takes no --{option}",
+                             hint=f"--{option} is for --executor {' or '.join(takers)}" if takers else
+                             f"no installed executor takes --{option}; leave it out")
+    executor = kind.make(**options)
     if not isinstance(executor, Executor):
         raise UsageError(f"executor {name!r} made a {type(executor).__name__}, not an envhub Executor",
                          hint="this is a bug of the plugin that provides it")

@@ -1,8 +1,8 @@
 """envhub plugin: the ``ray`` executor, one eval across the machines of a Ray cluster.
 
 It registers, through envhub's hooks (entry point ``ray`` in the group ``envhub``), the
-executor ``ray``: ``envhub eval ... --executor ray`` joins the cluster at ``RAY_ADDRESS``
-(Ray's own variable; in code, ``RayExecutor(address=...)``) or starts a local one, loads the
+executor ``ray``: ``envhub eval ... --executor ray`` joins the cluster at ``--address``, else
+at ``RAY_ADDRESS`` (Ray's own variable; in code, ``RayExecutor(address=...)``), or starts a local one, loads the
 environment in long-lived Ray actors (one per node by default, ``-j N`` for N) and writes
 the records they send back to the run's one records file (:class:`RayExecutor`).
 
@@ -37,8 +37,9 @@ def _make(address: str | None = None) -> Any:
 
 @hookimpl
 def envhub_executors() -> list[ExecutorKind]:
-    return [ExecutorKind("ray", _make, description="rollouts in Ray actors across a Ray cluster's nodes "
-                                                   "(RAY_ADDRESS, or a local cluster)")]
+    return [ExecutorKind("ray", _make, options=("address",),
+                         description="rollouts in Ray actors across a Ray cluster's nodes (--address or "
+                                     "RAY_ADDRESS, else a local cluster)")]
 
 
 def __getattr__(name: str) -> Any:

@@ -114,7 +114,7 @@ class RayExecutor(Executor):
             where = f"the Ray cluster at {address}" if address else "a local Ray cluster"
             raise UsageError(f"cannot connect to {where}: {e}",
                              hint="start it with 'ray start --head' (and 'ray start --address HEAD:PORT' on the "
-                                  "other machines), and pass HEAD:PORT in RAY_ADDRESS") from None
+                                  "other machines), and pass HEAD:PORT with --address (or in RAY_ADDRESS)") from None
         return True
 
     def _placements(self, ray: Any, plan: RolloutPlan, n_jobs: int) -> list[dict[str, Any]]:
@@ -145,7 +145,7 @@ def _check_reachable(address: str) -> None:
     except OSError as e:
         raise UsageError(f"cannot connect to the Ray cluster at {address}: {e.strerror or e}",
                          hint="start it with 'ray start --head --port PORT' (and 'ray start --address HEAD:PORT' on "
-                              "the other machines), and pass HEAD:PORT in RAY_ADDRESS") from None
+                              "the other machines), and pass HEAD:PORT with --address (or in RAY_ADDRESS)") from None
 
 
 @dataclass(frozen=True)
