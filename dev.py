@@ -50,9 +50,9 @@ LOCK_INPUTS = {
     "dev": ["-e .[dev]", "-e ./registry", "-e ./plugins/envhub-reasoning-gym", "-e ./plugins/envhub-ray"],
     "demo": ["-e .[mcp]", "-e ./registry", "-e ./plugins/envhub-reasoning-gym"],
 }
-#: Pins a dependency's own metadata gets wrong, overridden when locking (uv's --override):
-#: verifiers (in the dev set, for its importer's tests) pins mcp to 2.0/2.2 exactly, and
-#: envhub needs the 2.3 client API; verifiers' own code imports and runs on mcp 2.3.
+#: Pins a dependency's own metadata gets wrong, overridden when locking (uv's --override; the
+#: file says why for each): verifiers' mcp pin and openreward's sse-starlette pin, both in the
+#: dev set for tests against those peers' own code.
 OVERRIDES = LOCKS / "overrides.txt"
 #: The sets a set-up of each kind leaves installed (the dev lock holds the demo's packages too).
 COVERS = {"dev": ["demo", "dev"], "demo": ["demo"]}
