@@ -164,11 +164,33 @@ class OrsEndpoint:
             ("/messages", self.messages, "GET"), ("/task_tools", self.task_tools, "GET"),
             ("/call", self.call, "POST"),
         ]
+        # The SDK's own paths: an environment got without a variant sends the bare path and
+        # names the environment in X-Deployment (the session routes need no name at all).
+        bare = [Route(suffix, h(self._deployed(handler)), methods=[method]) for suffix, handler, method in per_env]
         if names is None:
-            return fixed + [Route("/{namespace}/{name}" + suffix, h(handler), methods=[method])
-                            for suffix, handler, method in per_env]
-        return fixed + [Route(f"/{name}{suffix}", h(_named(handler, name)), methods=[method])
-                        for name in names for suffix, handler, method in per_env]
+            return fixed + bare + [Route("/{namespace}/{name}" + suffix, h(handler), methods=[method])
+                                   for suffix, handler, method in per_env]
+        return fixed + bare + [Route(f"/{name}{suffix}", h(_named(handler, name)), methods=[method])
+                               for name in names for suffix, handler, method in per_env]
+
+    def _deployed(self, handler: Callable[[Request], Awaitable[Response]]) -> Callable[[Request], Awaitable[Response]]:
+        """``handler`` on a bare path (``/tools``): the environment is the one ``X-Deployment``
+        names, or the only one served when the header is absent."""
+        async def deployed(request: Request) -> Response:
+            namespace, _, name = self._deployment(request).partition("/")
+            request.scope["path_params"] = {**request.path_params, "namespace": namespace, "name": name}
+            return await handler(request)
+        return deployed
+
+    def _deployment(self, request: Request) -> str:
+        named = request.headers.get("x-deployment", "").strip()
+        if named:
+            return named
+        if len(self.api.served) == 1:
+            return next(iter(self.api.served))
+        raise _OrsError(400, f"X-Deployment header is required on {request.url.path}: this server serves "
+                             f"{', '.join(sorted(self.api.served))}; name one in it, as the OpenReward SDK does "
+                             "with the name given to client.environments.get)")
 
     def routes(self) -> list[Mount]:
         """The ORS routes under :data:`ORS_PREFIX`."""
@@ -341,13 +363,12 @@ class OrsEndpoint:
         if body.toolset_name is not None:
             raise _OrsError(400, f"unknown toolset {body.toolset_name!r}; this server has no built-in toolsets "
                                  "(an environment's tools come with it)")
-        if body.env_name is None:
-            if len(self.api.served) != 1:
-                raise _OrsError(400, f"env_name is required: this server serves {', '.join(sorted(self.api.served))}")
-            served = next(iter(self.api.served.values()))
-        else:
-            namespace, _, name = body.env_name.partition("/")
-            served = self._served(_with_env(request, namespace, name))
+        if body.env_name is None and not request.headers.get("x-deployment", "").strip() \
+                and len(self.api.served) != 1:
+            raise _OrsError(400, f"env_name (or the X-Deployment header) is required: this server serves "
+                                 f"{', '.join(sorted(self.api.served))}")
+        namespace, _, name = (body.env_name or self._deployment(request)).partition("/")
+        served = self._served(_with_env(request, namespace, name))
         if body.task_spec is not None:
             split, task_id = body.task_spec.get("split"), body.task_spec.get("id")
             if not isinstance(split, str) or not isinstance(task_id, str):
