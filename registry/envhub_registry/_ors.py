@@ -166,7 +166,9 @@ class OrsEndpoint:
         ]
         # The SDK's own paths: an environment got without a variant sends the bare path and
         # names the environment in X-Deployment (the session routes need no name at all).
-        bare = [Route(suffix, h(self._deployed(handler)), methods=[method]) for suffix, handler, method in per_env]
+        in_session = {"/prompt", "/messages", "/task_tools", "/call"}  # the sid names the episode
+        bare = [Route(suffix, h(handler if suffix in in_session else self._deployed(handler)), methods=[method])
+                for suffix, handler, method in per_env]
         if names is None:
             return fixed + bare + [Route("/{namespace}/{name}" + suffix, h(handler), methods=[method])
                                    for suffix, handler, method in per_env]
