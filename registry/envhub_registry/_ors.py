@@ -9,8 +9,11 @@ a split and index) and named by the ``X-Session-ID`` header after that; ``/{env}
 ``/{env}/messages``, ``/{env}/task_tools``, ``/{env}/call`` (server-sent events, ending
 with the tool's ``{"ok": true, "output": {blocks, metadata, reward, finished}}``), ``/ping``
 and ``/delete``. An environment's name is its envhub name (``acme/calc``), two path
-segments. Errors are ``{"detail": ...}`` with an HTTP status, as FastAPI answers; a body
-that does not validate is a 422 whose ``detail`` lists each problem as FastAPI does.
+segments. Each ``/{env}/...`` route is also served bare (``/tools``, ``/call``): the SDK sends
+that for ``client.environments.get("acme/calc")``, naming the environment in ``X-Deployment``
+(the session routes need no name: the sid names the episode). Errors are
+``{"detail": ...}`` with an HTTP status, as FastAPI answers; a body that does not validate
+is a 422 whose ``detail`` lists each problem as FastAPI does.
 
 A session is a ``/v1`` episode (:class:`envhub_registry._sessions.Sessions`): the same
 ``max-episodes``, idle and wall-clock limits, the same tokens (``Authorization: Bearer``,
