@@ -418,3 +418,28 @@ def test_a_killed_parent_takes_its_workers_with_it(bundles: dict[str, Path], tmp
         time.sleep(0.1)
     assert not any(_alive(pid) for pid in workers)
     assert not run_dir.exists()  # the last worker out removed it
+
+
+def test_each_worker_loads_its_own_copy_of_environments_with_mcp_servers(tmp_path: Path) -> None:
+    """An environment-scoped MCP toolset runs its client on an event-loop thread and its
+    server as a child process: neither survives a fork. Each worker loads the environments
+    itself, so both workers' episodes call real, live servers (this hung before)."""
+    from tests.conftest import run_envhub
+
+    example = Path(__file__).resolve().parent.parent / "example_envs" / "mcp-toolset"
+    server = start_server([str(example), "--trust", "--workers", "2"], tmp_path / "serve")
+    try:
+        url = server.urls[0]
+        for round_ in range(2):
+            out = tmp_path / f"run{round_}.jsonl"
+            result = run_envhub("eval", url, "-s", "dev", "--policy", "reference", "-c", "8", "-o", str(out),
+                                env={"ENVHUB_HOME": str(tmp_path / "home")})
+            assert result.code == 0, result.err
+            records = [json.loads(line) for line in out.read_text().splitlines()]
+            assert records and all(r["reward"] == 1.0 and r["error"] is None for r in records), records[0]
+            assert any(m["role"] == "tool" for r in records for m in r["messages"])  # the MCP tools were called
+        opened = [w["opened"] for w in health(server)["workers"]["each"]]
+        assert all(n > 0 for n in opened), opened  # both workers played episodes
+    finally:
+        assert server.stop() in (0, -signal.SIGTERM), server.stderr()
+    assert "Traceback" not in server.stderr()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -10,6 +11,9 @@ from envhub.cli._common import app_context, offline_option, registry_option
 from envhub.cli._output import echo, printable
 from envhub.cli.eval import trust_option
 from envhub.errors import UsageError
+
+if TYPE_CHECKING:
+    from envhub.runtime import Environment
 
 #: How to get envhub-registry. It is not on a package index yet: it installs from a checkout
 #: of the envhub repository, where it is the registry/ directory.
@@ -85,4 +89,9 @@ def serve(ctx: click.Context, targets: tuple[str, ...], host: str | None, port: 
         for env in envs:
             echo(f"  {env.name}: {base_url}/v1/environments/{env.name} describes it", err=True)
 
-    envhub_registry.serve(envs, config, access_log=access_log, on_ready=ready)
+    def reload() -> list[Environment]:
+        # In each worker process of --workers N, after the fork (envhub_registry.serve).
+        return envhub_registry.load_environments(refs, context=context, trust=config.trust, registry=registry,
+                                                 offline=offline or settings.offline)
+
+    envhub_registry.serve(envs, config, access_log=access_log, on_ready=ready, reload=reload)

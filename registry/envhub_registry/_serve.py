@@ -98,10 +98,18 @@ def _loopback(host: str) -> bool:
 
 
 def serve(envs: Sequence[Environment], config: ServeConfig, *, access_log: bool = False,
-          on_ready: Callable[[str], None] | None = None) -> None:
+          on_ready: Callable[[str], None] | None = None,
+          reload: Callable[[], Sequence[Environment]] | None = None) -> None:
     """Serve ``envs`` until interrupted (SIGINT or SIGTERM: open episodes are closed and
     their state freed). ``on_ready`` is called with the base URL once the server accepts
-    connections."""
+    connections.
+
+    With ``config.workers`` above 1, ``reload`` loads the environments again (as ``envs``
+    were loaded), and each worker process calls it after it is forked: what an environment
+    holds that does not survive a fork (an MCP toolset's event-loop thread and server
+    processes, a SQLite connection) is then the worker's own. ``envs`` are closed before the
+    first fork. Without ``reload``, the workers share ``envs`` as forked, which holds only for
+    environments with no such resources."""
     from envhub_registry._app import create_app
 
     config.check()
@@ -124,7 +132,10 @@ def serve(envs: Sequence[Environment], config: ServeConfig, *, access_log: bool 
             _run(app, [sock], access_log=access_log, on_started=lambda: on_ready and on_ready(base_url))
         else:
             del app  # each worker makes its own, with its sessions
-            _serve_workers(envs, config, sock, access_log=access_log,
+            if reload is not None:
+                for env in envs:  # nothing of them (threads, processes) is carried into a fork
+                    env.close()
+            _serve_workers(reload or (lambda: envs), config, sock, access_log=access_log,
                            on_ready=lambda: on_ready and on_ready(base_url))
     finally:
         sock.close()
@@ -155,10 +166,10 @@ def _run(app: Any, sockets: list[socket.socket], *, access_log: bool, on_started
     _Server(uv_config).run(sockets=sockets)
 
 
-def _serve_workers(envs: Sequence[Environment], config: ServeConfig, sock: socket.socket, *, access_log: bool,
-                   on_ready: Callable[[], Any]) -> None:
+def _serve_workers(load: Callable[[], Sequence[Environment]], config: ServeConfig, sock: socket.socket, *,
+                   access_log: bool, on_ready: Callable[[], Any]) -> None:
     """Serve with ``config.workers`` forked worker processes on ``sock`` (module
-    :mod:`envhub_registry._workers`)."""
+    :mod:`envhub_registry._workers`), each serving the environments ``load`` gives it."""
     from envhub_registry._app import create_app
     from envhub_registry._workers import Router, Worker, supervise
 
@@ -171,11 +182,14 @@ def _serve_workers(envs: Sequence[Environment], config: ServeConfig, sock: socke
         path = worker.socket_path(worker.index)
         path.unlink(missing_ok=True)
         private.bind(str(path))
+        envs = load()
         router = Router(create_app(envs, config, worker=worker), worker, config.limits.max_body_bytes)
         try:
             _run(router, [sock], access_log=access_log, on_started=ready,
                  on_starting=lambda: router.serve_hops(private), on_stopped=router.aclose)
         finally:
+            for env in envs:
+                env.close()
             private.close()
             path.unlink(missing_ok=True)
             with contextlib.suppress(OSError):  # the last worker out (its parent killed) removes the directory
