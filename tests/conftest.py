@@ -166,8 +166,6 @@ SLOW: tuple[str, ...] = (
     "test_serve_ors_root.py::test_a_clash_with_envhubs_routes_refuses_to_start",
     # test_serve_ors_sdk.py: real envhub serve processes (one with a short idle timeout) for the SDK's client
     "test_serve_ors_sdk.py",
-    # test_serve_workers.py: each worker starting the mcp-toolset example's MCP server
-    "test_serve_workers.py::test_each_worker_loads_its_own_copy_of_environments_with_mcp_servers",
     # test_ray_executor.py: a real Ray cluster (a head and two worker nodes) started, drained and stopped
     "test_ray_executor.py::test_same_records_as_the_local_executor",
     "test_ray_executor.py::test_resume_plays_only_the_missing_rollouts",
