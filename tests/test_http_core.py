@@ -307,10 +307,10 @@ def test_a_small_accept_backlog_does_not_stall_the_run() -> None:
     # abandons a connect not made in 0.25 s and makes it again at once.
     with serve(backlog=1) as base:
         for _ in range(3):
-            started = time.perf_counter()
+            # Only the slowest request is bounded, below the kernel's first SYN retry (1 s): a
+            # bound on the whole burst would also measure how busy the machine is.
             slowest, failed = asyncio.run(_burst(base, HttpClient(max_connections=64), 640, 64))
-            total = time.perf_counter() - started
-            assert failed == 0 and slowest < 0.9 and total < 2.0, (slowest, failed, total)
+            assert failed == 0 and slowest < 0.9, (slowest, failed)
 
 
 def test_control_the_same_burst_stalls_when_the_kernel_retries_the_connects() -> None:
