@@ -204,6 +204,15 @@ def test_malformed_requests_get_ors_errors(server: Server, path: str, body: Any,
     assert message in text, detail
 
 
+def test_an_unknown_environment_names_the_listing_where_the_request_came(server: Server) -> None:
+    c = Ors(server)
+    # The SDK's bare path, the environment named in its deployment header.
+    r = c.request("GET", "/tools", **{WIRE["headers"]["deployment"]: "acme/nothing"})
+    assert r.status_code == 404, r.text
+    # Under /ors the listing is /ors/list_environments; at the root (--ors-at-root), /list_environments.
+    assert r.json()["detail"].endswith(f"GET {_PREFIX[server.base_url]}/list_environments lists them)"), r.text
+
+
 def test_missing_session_header_and_unknown_route(server: Server) -> None:
     c = Ors(server)
     r = c.request("GET", f"/{CALC}/prompt")

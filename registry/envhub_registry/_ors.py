@@ -250,9 +250,11 @@ class OrsEndpoint:
             return self.api._served(request)
         except ApiError as e:
             known = ", ".join(sorted(self.api.served)) or "none"
+            # Named where the request came: under /ors, or at the root (--ors-at-root).
+            prefix = ORS_PREFIX if request.url.path.startswith(ORS_PREFIX + "/") else ""
             raise _OrsError(404, f"unknown environment {request.path_params['namespace']}/"
                                  f"{request.path_params['name']!s} (this server serves: {known}; "
-                                 f"GET {ORS_PREFIX}/list_environments lists them)") from e
+                                 f"GET {prefix}/list_environments lists them)") from e
 
     def _split(self, served: Served, request: Request, split: str) -> bool:
         if split not in served.env.splits:
