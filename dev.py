@@ -241,8 +241,9 @@ def lock() -> None:
         sys.exit(1)
     LOCKS.mkdir(exist_ok=True)
     local = ["envhub-rl", "envhub-registry", "envhub-reasoning-gym", "envhub-ray"]
-    common = ["pip", "compile", "-", "--universal", "--override", str(OVERRIDES.relative_to(ROOT)), "--python-version", ".".join(map(str, REQUIRED_PYTHON)),
-              "--generate-hashes", "--no-config", "--custom-compile-command", "python3 dev.py lock",
+    common = ["pip", "compile", "-", "--universal", "--override", str(OVERRIDES.relative_to(ROOT)),
+              "--python-version", ".".join(map(str, REQUIRED_PYTHON)), "--generate-hashes", "--no-config",
+              "--custom-compile-command", "python3 dev.py lock",
               *(a for name in local for a in ("--no-emit-package", name)), *sys.argv[2:]]
     env = _uv_env()
     # The dev lock first; the demo's is constrained by it, so the two agree on every version.
