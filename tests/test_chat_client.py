@@ -9,7 +9,7 @@ import time
 import pytest
 
 from envhub.errors import PolicyError
-from envhub.runtime._chat import ChatClient, _retry_after
+from envhub.runtime._chat import ChatClient
 from tests.openai_server import Reply, error, fail_then, malformed_tool_call, tool_then_answer
 
 USER = [{"role": "user", "content": "What is 2+2?"}]
@@ -241,15 +241,4 @@ def test_concurrency_256_keeps_connections_alive(openai_server) -> None:
     assert openai_server.attempts == 512
 
 
-@pytest.mark.parametrize(("headers", "expected"), [
-    ({"retry-after": "2"}, 2.0),
-    ({"retry-after": "0.5"}, 0.5),
-    ({"retry-after-ms": "250"}, 0.25),
-    ({"retry-after": "Wed, 21 Oct 2015 07:28:00 GMT"}, 0.0),  # a date in the past: no wait
-    ({"retry-after": "soon"}, None),
-    ({}, None),
-], ids=["seconds", "fraction", "ms", "past-date", "garbage", "absent"])
-def test_retry_after_forms(headers: dict[str, str], expected: float | None) -> None:
-    import httpx2
-
-    assert _retry_after(httpx2.Headers(headers)) == expected
+# Retry-After's forms are read by envhub.runtime._http.retry_after: tests/test_http_core.py.

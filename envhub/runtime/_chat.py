@@ -43,8 +43,6 @@ DEFAULT_BASE_URL = "https://api.openai.com/v1"
 _RETRY_STATUSES = frozenset({408, 409, 429})
 #: A server asking for a longer pause than this is out of service; waiting is not a retry.
 _MAX_RETRY_AFTER_S = 120.0
-#: Kept for callers that read ``Retry-After`` as this module did: one parser, in _http.
-_retry_after = retry_after
 
 
 @dataclass(frozen=True, slots=True)
