@@ -45,6 +45,7 @@ from typing import Any
 from envhub.canary import new_canary
 from envhub.errors import UsageError
 from envhub.ids import parse_name
+from envhub.importers._report import CarriedOver
 from envhub.importers._staging import check_destination, write_staged
 from envhub.importers._terminal_bench import ImportSourceError
 from envhub.problems import Problem
@@ -61,7 +62,7 @@ _PROMPT_SOLVERS = ("generate", "system_message", "multiple_choice", "prompt_temp
 
 
 @dataclass
-class InspectImport:
+class InspectImport(CarriedOver):
     """The outcome of one inspect_ai import: the bundle written, what was kept and what was not."""
 
     source: str
@@ -76,11 +77,6 @@ class InspectImport:
     kept: list[str] = field(default_factory=list)
     not_carried: list[str] = field(default_factory=list)
 
-    @property
-    def dropped(self) -> int:
-        """How many things could not be carried over."""
-        return len(self.not_carried)
-
     def summary(self) -> str:
         """What was imported: ``"task arith, scorer match, 3 task(s)"``."""
         return f"task {self.task}, scorer {self.scorer}, {self.tasks} task(s)"
@@ -92,16 +88,11 @@ class InspectImport:
                 "references": self.references, "kept": self.kept, "dropped": self.not_carried}
 
     def to_markdown(self) -> str:
-        lines = [f"# Import report: {self.name}", "",
-                 f"Imported by `envhub import inspect` from `{self.source}`: the inspect_ai task `{self.task}`, "
-                 f"{self.tasks} sample(s) as tasks in split `{self.split}`, scored by `{self.scorer}` through "
-                 f"envhub's `{self.verifier}` verifier; {self.references} task(s) with a reference answer; "
-                 f"{self.dropped} thing(s) not carried over. docs/importers.md explains the mapping.",
-                 "", "## Kept", ""]
-        lines += [f"- {item}" for item in self.kept] or ["- nothing"]
-        lines += ["", "## Not carried over", ""]
-        lines += [f"- {item}" for item in self.not_carried] or ["- nothing"]
-        return "\n".join(lines) + "\n"
+        return self.markdown(
+            f"Imported by `envhub import inspect` from `{self.source}`: the inspect_ai task `{self.task}`, "
+            f"{self.tasks} sample(s) as tasks in split `{self.split}`, scored by `{self.scorer}` through "
+            f"envhub's `{self.verifier}` verifier; {self.references} task(s) with a reference answer; "
+            f"{self.dropped} thing(s) not carried over. docs/importers.md explains the mapping.")
 
 
 def run_inspect(source: Path, out: Path, options: Mapping[str, str]) -> InspectImport:

@@ -32,6 +32,7 @@ from envhub.canary import new_canary
 from envhub.errors import UsageError
 from envhub.ids import parse_name
 from envhub.importers._options import choice, integer
+from envhub.importers._report import CarriedOver
 from envhub.importers._staging import check_destination, write_staged
 from envhub.importers._terminal_bench import ImportSourceError
 from envhub.problems import Problem
@@ -48,7 +49,7 @@ _JSON_TYPES = {"str": "string", "int": "integer", "float": "number", "bool": "bo
 
 
 @dataclass
-class OpenEnvImport:
+class OpenEnvImport(CarriedOver):
     """The outcome of one OpenEnv import: the bundle written, what was kept and what was not."""
 
     source: Path
@@ -61,11 +62,6 @@ class OpenEnvImport:
     kept: list[str] = field(default_factory=list)
     not_carried: list[str] = field(default_factory=list)
 
-    @property
-    def dropped(self) -> int:
-        """How many things could not be carried over."""
-        return len(self.not_carried)
-
     def summary(self) -> str:
         """What was imported: ``"EchoEnvironment, 10 task(s)"``."""
         return f"{self.environment.rpartition(':')[2]}, {self.tasks} task(s)"
@@ -77,15 +73,10 @@ class OpenEnvImport:
                 "dropped": self.not_carried}
 
     def to_markdown(self) -> str:
-        lines = [f"# Import report: {self.name}", "",
-                 f"Imported by `envhub import openenv` from `{self.source}`: the environment class "
-                 f"`{self.environment}` runs in each episode; {self.tasks} task(s) in split `{self.split}`, "
-                 f"{self.dropped} thing(s) not carried over. docs/importers.md explains the mapping.",
-                 "", "## Kept", ""]
-        lines += [f"- {item}" for item in self.kept] or ["- nothing"]
-        lines += ["", "## Not carried over", ""]
-        lines += [f"- {item}" for item in self.not_carried] or ["- nothing"]
-        return "\n".join(lines) + "\n"
+        return self.markdown(
+            f"Imported by `envhub import openenv` from `{self.source}`: the environment class "
+            f"`{self.environment}` runs in each episode; {self.tasks} task(s) in split `{self.split}`, "
+            f"{self.dropped} thing(s) not carried over. docs/importers.md explains the mapping.")
 
 
 def run_openenv(source: Path, out: Path, options: Mapping[str, str]) -> OpenEnvImport:

@@ -48,6 +48,7 @@ from envhub.canary import new_canary
 from envhub.errors import UsageError
 from envhub.ids import parse_name
 from envhub.importers._options import integer
+from envhub.importers._report import CarriedOver
 from envhub.importers._staging import check_destination, write_staged
 from envhub.importers._terminal_bench import ImportSourceError
 from envhub.problems import Problem
@@ -63,7 +64,7 @@ _CONTAINER = ("image", "workdir", "agent_user", "skills", "artifacts")
 
 
 @dataclass
-class VerifiersImport:
+class VerifiersImport(CarriedOver):
     """The outcome of one verifiers import: the bundle written, what was kept and what was not."""
 
     source: str
@@ -76,11 +77,6 @@ class VerifiersImport:
     kept: list[str] = field(default_factory=list)
     not_carried: list[str] = field(default_factory=list)
 
-    @property
-    def dropped(self) -> int:
-        """How many things could not be carried over."""
-        return len(self.not_carried)
-
     def summary(self) -> str:
         """What was imported: ``"MathTaskset, 2 criteria, 5 task(s)"``."""
         return f"{self.taskset}, {len(self.criteria)} criteria, {self.tasks} task(s)"
@@ -92,16 +88,11 @@ class VerifiersImport:
                 "dropped": self.not_carried}
 
     def to_markdown(self) -> str:
-        lines = [f"# Import report: {self.name}", "",
-                 f"Imported by `envhub import verifiers` from `{self.source}`: the taskset `{self.taskset}`, "
-                 f"{self.tasks} task(s) in split `{self.split}`, scored by "
-                 + ", ".join(f"`{c['name']}` ({c['kind']}, weight {c['weight']:g})" for c in self.criteria)
-                 + f"; {self.dropped} thing(s) not carried over. docs/importers.md explains the mapping.",
-                 "", "## Kept", ""]
-        lines += [f"- {item}" for item in self.kept] or ["- nothing"]
-        lines += ["", "## Not carried over", ""]
-        lines += [f"- {item}" for item in self.not_carried] or ["- nothing"]
-        return "\n".join(lines) + "\n"
+        return self.markdown(
+            f"Imported by `envhub import verifiers` from `{self.source}`: the taskset `{self.taskset}`, "
+            f"{self.tasks} task(s) in split `{self.split}`, scored by "
+            + ", ".join(f"`{c['name']}` ({c['kind']}, weight {c['weight']:g})" for c in self.criteria)
+            + f"; {self.dropped} thing(s) not carried over. docs/importers.md explains the mapping.")
 
 
 def run_verifiers(source: Path, out: Path, options: Mapping[str, str]) -> VerifiersImport:
